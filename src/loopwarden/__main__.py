@@ -1,0 +1,4 @@
+from loopwarden.cli import main
+import sys
+
+sys.exit(main())
