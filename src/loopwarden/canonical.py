@@ -1,0 +1,384 @@
+"""Canonical form and call signatures (SPEC §2).
+
+`stable_stringify` writes any Python value as the canonical text OpenClaw hashes: JSON with keys
+sorted by UTF-16 code units, numbers written as JavaScript writes them, lone surrogates removed,
+cycles written as ``"[Circular]"``. It never raises and never recurses on the data (deep nesting is
+walked with an explicit stack).
+
+The exact walker `_stringify_exact` implements every rule of SPEC §2 for any value.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import math
+import re
+import traceback
+from json.encoder import encode_basestring
+from typing import Any, Final
+
+__all__ = [
+    "UNDEFINED",
+    "UndefinedType",
+    "digest_stable",
+    "hash_tool_call",
+    "js_number",
+    "js_trim",
+    "normalize_params",
+    "stable_stringify",
+]
+
+
+class UndefinedType:
+    """Type of `UNDEFINED`, the stand-in for JavaScript's ``undefined`` (a singleton)."""
+
+    __slots__ = ()
+    _instance: UndefinedType | None = None
+
+    def __new__(cls) -> UndefinedType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        # Pickle by reference to the module attribute, so unpickling yields the same singleton.
+        return "UNDEFINED"
+
+    def __copy__(self) -> UndefinedType:
+        return self
+
+    def __deepcopy__(self, memo: object) -> UndefinedType:
+        return self
+
+
+UNDEFINED: Final = UndefinedType()
+"""JavaScript ``undefined``: written as the bare token ``undefined`` by `stable_stringify`."""
+
+# ECMAScript WhiteSpace + LineTerminator, the set String.prototype.trim removes. Python's
+# str.strip() differs: it keeps U+FEFF and removes U+001C-U+001F and U+0085.
+_JS_WHITESPACE: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+# A valid surrogate pair (kept, joined into one code point) or a lone surrogate (removed).
+_SURROGATES: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+_ANY_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+_CIRCULAR: Final = '"[Circular]"'
+_NON_FINITE: Final = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+
+
+def js_trim(s: str) -> str:
+    """Trim like JavaScript's ``String.prototype.trim`` (not like ``str.strip``)."""
+    return s.strip(_JS_WHITESPACE)
+
+
+def js_number(x: float) -> str:
+    """Write a finite float as JavaScript's ``Number.prototype.toString`` does.
+
+    Python's ``repr`` already gives the shortest round-trip digits; only the layout differs
+    (ECMA-262 Number::toString: fixed notation for 1e-6 <= |x| < 1e21, else exponent with a sign).
+    """
+    if x == 0:
+        return "0"  # also -0.0
+    text = float.__repr__(x)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exponent = text.partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    digits = int_part + frac_part
+    point = len(int_part) + (int(exponent) if exponent else 0)  # ECMA-262's n
+    significant = digits.lstrip("0")
+    point -= len(digits) - len(significant)
+    digits = significant.rstrip("0")
+    count = len(digits)  # ECMA-262's k
+    if count <= point <= 21:
+        return sign + digits + "0" * (point - count)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * -point + digits
+    exp = point - 1
+    exp_text = f"e+{exp}" if exp >= 0 else f"e-{-exp}"
+    if count == 1:
+        return sign + digits + exp_text
+    return sign + digits[0] + "." + digits[1:] + exp_text
+
+
+def _float_text(x: float) -> str:
+    if math.isfinite(x):
+        return js_number(x)
+    return _NON_FINITE[float.__repr__(x)]
+
+
+def _int_text(n: int) -> str:
+    try:
+        return int.__repr__(n)
+    except ValueError:  # beyond sys.get_int_max_str_digits(): convert in chunks
+        return _big_int_text(n)
+
+
+def _big_int_text(n: int) -> str:
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    chunk = 10**1000
+    parts: list[str] = []
+    while n >= chunk:
+        n, rest = divmod(n, chunk)
+        parts.append(int.__repr__(rest).zfill(1000))
+    parts.append(int.__repr__(n))
+    return sign + "".join(reversed(parts))
+
+
+def _clean(s: str) -> str:
+    """Remove lone UTF-16 surrogates (a valid pair stored as two code points becomes one)."""
+    if s.isascii() or _ANY_SURROGATE.search(s) is None:
+        return s
+    return _SURROGATES.sub(_join_pair, s)
+
+
+def _join_pair(match: re.Match[str]) -> str:
+    pair = match.group()
+    if len(pair) == 1:
+        return ""
+    return chr(0x10000 + ((ord(pair[0]) - 0xD800) << 10) + (ord(pair[1]) - 0xDC00))
+
+
+def _quote(s: str) -> str:
+    # The C encode_basestring escapes exactly as JSON.stringify does once surrogates are gone:
+    # \" \\ \b \f \n \r \t, other controls as lowercase \u00xx, everything else verbatim.
+    return encode_basestring(_clean(s))
+
+
+def _safe_str(obj: object) -> str:
+    try:
+        text = str(obj)
+    except Exception:  # an object whose __str__ fails must still hash
+        return f"<unprintable {type(obj).__qualname__}>"
+    return text if type(text) is str else str.__str__(text)
+
+
+def _utf16_key(key: str) -> bytes:
+    # Big-endian UTF-16 bytes compare exactly like JavaScript's code-unit string order.
+    return key.encode("utf-16-be")
+
+
+# --------------------------------------------------------------------------------------------
+# The exact walker
+# --------------------------------------------------------------------------------------------
+
+_TEXT: Final = 0  # stack item: literal text to append
+_VALUE: Final = 1  # stack item: a value to write
+_LEAVE: Final = 2  # stack item: a container is finished, remove it from the current path
+
+_Children = tuple[bool, list[tuple[str, Any]]]  # (is_object, [(prefix text, value)])
+
+
+def _stringify_exact(root: object, active: dict[int, object] | None = None) -> str:
+    """Write `root` canonically, following every rule of SPEC §2, without recursion.
+
+    `active` maps id() -> object for the containers on the current path (kept alive so ids are not
+    reused); meeting one of them again is a true cycle and is written as ``"[Circular]"``.
+    """
+    if active is None:
+        active = {}
+    out: list[str] = []
+    stack: list[tuple[int, Any]] = [(_VALUE, root)]
+    while stack:
+        tag, item = stack.pop()
+        if tag == _TEXT:
+            out.append(item)
+            continue
+        if tag == _LEAVE:
+            del active[item]
+            continue
+        scalar = _scalar_text(item)
+        if scalar is not None:
+            out.append(scalar)
+            continue
+        ident = id(item)
+        if ident in active:
+            out.append(_CIRCULAR)
+            continue
+        active[ident] = item
+        node = _expand(item, active)
+        if isinstance(node, str):  # an object written as its str(), no children
+            del active[ident]
+            out.append(node)
+            continue
+        is_object, children = node
+        out.append("{" if is_object else "[")
+        stack.append((_LEAVE, ident))
+        stack.append((_TEXT, "}" if is_object else "]"))
+        for prefix, value in reversed(children):
+            stack.append((_VALUE, value))
+            if prefix:
+                stack.append((_TEXT, prefix))
+    return "".join(out)
+
+
+def _scalar_text(value: object) -> str | None:
+    """The text of a scalar (JSON literal, string or number), or None for anything else."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is UNDEFINED:
+        return "undefined"
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _int_text(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    return None
+
+
+def _expand(value: object, active: dict[int, object]) -> _Children | str:
+    """Children of a container-like value, or the final text of an object written via str()."""
+    try:
+        if isinstance(value, dict):
+            return True, _object_children(list(value.items()), active)
+        if isinstance(value, list | tuple):
+            return False, _array_children(value)
+        if isinstance(value, set | frozenset):
+            return False, _array_children(_sorted_set(value, active))
+        if isinstance(value, bytes | bytearray | memoryview):
+            data = base64.b64encode(bytes(value)).decode("ascii")
+            return True, _object_children([("data", data), ("type", "Uint8Array")], active)
+        fields = _field_items(value)
+        if fields is not None:
+            return True, _object_children(fields, active)
+    except RecursionError:
+        pass  # a pathological set or key collision nested too deep to sort: write str()
+    return _quote(_safe_str(value))
+
+
+def _array_children(items: list[Any] | tuple[Any, ...]) -> list[tuple[str, Any]]:
+    return [("," if index else "", item) for index, item in enumerate(items)]
+
+
+def _object_children(
+    items: list[tuple[Any, Any]], active: dict[int, object]
+) -> list[tuple[str, Any]]:
+    pairs = [(_clean(k if isinstance(k, str) else _safe_str(k)), v) for k, v in items]
+    keys = {key for key, _ in pairs}
+    if len(keys) < len(pairs):
+        # Two keys became equal after str() (e.g. 1 and "1"): order them by value too, so the
+        # text does not depend on insertion order.
+        pairs.sort(key=lambda kv: (_utf16_key(kv[0]), _utf16_key(_sort_text(kv[1], active))))
+    elif all(key.isascii() for key in keys):
+        pairs.sort(key=lambda kv: kv[0])
+    else:
+        pairs.sort(key=lambda kv: _utf16_key(kv[0]))
+    return [
+        (("," if index else "") + encode_basestring(key) + ":", value)
+        for index, (key, value) in enumerate(pairs)
+    ]
+
+
+def _sorted_set(items: set[Any] | frozenset[Any], active: dict[int, object]) -> list[Any]:
+    """A set as a list: numbers first in numeric order, then the rest by canonical text."""
+
+    def order(item: object) -> tuple[int, Any]:
+        is_number = isinstance(item, int | float) and not isinstance(item, bool)
+        if is_number and not (isinstance(item, float) and math.isnan(item)):
+            return 0, item
+        return 1, _utf16_key(_sort_text(item, active))
+
+    return sorted(items, key=order)
+
+
+def _sort_text(value: object, active: dict[int, object]) -> str:
+    # Shares the current path, so a cycle through the container being sorted still terminates.
+    return _stringify_exact(value, active)
+
+
+def _field_items(value: object) -> list[tuple[str, Any]] | None:
+    """(key, value) pairs for exceptions, dataclass instances and pydantic models, else None."""
+    if isinstance(value, BaseException):
+        return _exception_items(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, getattr(value, f.name, UNDEFINED)) for f in dataclasses.fields(value)]
+    model_fields = getattr(type(value), "model_fields", None)  # pydantic v2, without importing it
+    if isinstance(model_fields, dict) and hasattr(value, "model_dump"):
+        items = [(name, getattr(value, name, UNDEFINED)) for name in model_fields]
+        extra = getattr(value, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            items.extend(extra.items())
+        return items
+    return None
+
+
+def _exception_items(exc: BaseException) -> list[tuple[str, Any]]:
+    stack: object = UNDEFINED
+    if exc.__traceback__ is not None:
+        try:
+            stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        except Exception:
+            stack = UNDEFINED
+    return [("message", _safe_str(exc)), ("name", type(exc).__name__), ("stack", stack)]
+
+
+# --------------------------------------------------------------------------------------------
+# Public functions
+# --------------------------------------------------------------------------------------------
+
+
+def stable_stringify(value: object) -> str:
+    """The canonical text of `value` (SPEC §2); equal to OpenClaw's for JSON-like values."""
+    return _stringify_exact(value)
+
+
+def digest_stable(value: object) -> str:
+    """Lowercase hex SHA-256 of the UTF-8 of `stable_stringify(value)`."""
+    return hashlib.sha256(stable_stringify(value).encode("utf-8")).hexdigest()
+
+
+def normalize_params(tool: str, params: object) -> object:
+    """Params as hashed: the identity, except `update_plan`, whose step wording is ignored."""
+    if tool != "update_plan" or not isinstance(params, dict):
+        return params
+    return normalize_plan(params)
+
+
+def normalize_plan(params: dict[Any, Any]) -> dict[str, object]:
+    """The shape of an `update_plan` payload: step count, statuses, which steps have text."""
+    plan = params.get("plan")
+    entries = plan if isinstance(plan, list) else []
+    statuses: list[object] = []
+    presence: list[bool] = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            status = entry.get("status")
+            statuses.append(None if status is UNDEFINED else status)
+            presence.append(_is_non_blank(entry.get("step")))
+        else:
+            statuses.append(None)
+            presence.append(False)
+    return {
+        "planLength": len(entries),
+        "statuses": statuses,
+        "stepPresence": presence,
+        "hasExplanation": _is_non_blank(params.get("explanation")),
+    }
+
+
+def _is_non_blank(value: object) -> bool:
+    return isinstance(value, str) and js_trim(value) != ""
+
+
+def hash_tool_call(tool: str, params: object) -> str:
+    """The call signature (``args_hash``): ``"{tool}:{sha256 of canonical params}"``."""
+    return f"{tool}:{digest_stable(normalize_params(tool, params))}"

@@ -1,0 +1,258 @@
+"""Outcome hashing (SPEC §3): a digest of what a tool call returned, or None.
+
+The digest deliberately ignores what changes on every call without meaning progress (exec
+durations and PIDs, message ids and timestamps, update_plan step wording), so that a loop whose
+results differ only in such noise is still seen as "no progress".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Any, Final
+
+from loopwarden.canonical import (
+    _JS_WHITESPACE,
+    UNDEFINED,
+    _float_text,
+    _int_text,
+    _safe_str,
+    digest_stable,
+    js_trim,
+    normalize_plan,
+    stable_stringify,
+)
+
+__all__ = ["SEND_ACTIONS", "VOLATILE_KEYS", "extract_unknown_tool_name", "hash_tool_outcome"]
+
+SEND_ACTIONS: Final = frozenset(
+    {
+        "send",
+        "broadcast",
+        "reply",
+        "thread-reply",
+        "sendWithEffect",
+        "sendAttachment",
+        "upload-file",
+        "sticker",
+        "poll",
+    }
+)
+"""`message` tool actions whose results carry fresh ids on every call (§3 rule 7)."""
+
+VOLATILE_KEYS: Final = frozenset(
+    {
+        "messageId",
+        "message_id",
+        "messageIds",
+        "platformMessageId",
+        "platformMessageIds",
+        "fileId",
+        "file_id",
+        "fileKey",
+        "pollId",
+        "poll_id",
+        "receipt",
+        "runId",
+        "idempotencyKey",
+        "ts",
+        "timestamp",
+        "sentAt",
+        "deliveredAt",
+        "createdAt",
+    }
+)
+"""Keys dropped (at any depth) from the details of a send result before hashing."""
+
+# JavaScript regexes: \s is JavaScript's whitespace set and /i folds ASCII letters only (no
+# Kelvin sign or long s matching [a-z]), hence the explicit class and re.ASCII.
+_WS: Final = f"[{_JS_WHITESPACE}]"
+_UNKNOWN_TOOL_PATTERNS: Final = (
+    re.compile(f"unknown tool[:{_JS_WHITESPACE}]+[\"']?([a-z0-9_.-]+)[\"']?", re.I | re.A),
+    re.compile(
+        f"tool{_WS}+[\"']?([a-z0-9_.-]+)[\"']?{_WS}+(?:not found|is not available)", re.I | re.A
+    ),
+)
+
+_EXEC_FINISHED: Final = frozenset({"completed", "failed"})
+_EXEC_APPROVAL: Final = frozenset({"approval-pending", "approval-unavailable"})
+
+
+def hash_tool_outcome(
+    tool: str,
+    params: object,
+    result: object = UNDEFINED,
+    error: object = UNDEFINED,
+    *,
+    send_tools: Collection[str] = (),
+) -> tuple[str | None, str | None]:
+    """``(result_hash, unknown_tool_name)`` of a call's outcome, per the rules of SPEC §3.
+
+    `send_tools` names extra tools whose results are treated like message sends (rule 7: volatile
+    ids stripped), for hosts with their own provider send tools.
+    """
+    if error is not None and error is not UNDEFINED:
+        text = _error_text(error)
+        return "error:" + digest_stable(text), extract_unknown_tool_name(text)
+    if not isinstance(result, dict):
+        return (None if result is UNDEFINED else digest_stable(result)), None
+    raw_details = result.get("details")
+    details: dict[Any, Any] = raw_details if isinstance(raw_details, dict) else {}
+    if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
+        return None, None  # the detector's own veto is never progress
+    text = _content_text(result.get("content"))
+    shaped = _shaped_outcome(tool, params, details, text, send_tools)
+    return digest_stable(shaped), None
+
+
+def _shaped_outcome(
+    tool: str,
+    params: object,
+    details: dict[Any, Any],
+    text: str,
+    send_tools: Collection[str],
+) -> object:
+    """The value hashed for a dict result: rules 5-8, first that applies."""
+    status = details.get("status")
+    if tool == "exec" and isinstance(status, str):
+        shaped = _exec_outcome(status, details, text)
+        if shaped is not None:
+            return shaped
+    action = params.get("action") if isinstance(params, dict) else None
+    if tool == "process" and action in ("poll", "log"):
+        return _process_outcome(action, details, text)
+    if tool == "sessions_send" or tool in send_tools or (tool == "message" and _is_send(action)):
+        return strip_volatile_ids(details)
+    if tool == "update_plan":
+        return {"details": normalize_plan(details), "text": ""}
+    return {"details": details, "text": text}
+
+
+def _is_send(action: object) -> bool:
+    return isinstance(action, str) and action in SEND_ACTIONS
+
+
+def _content_text(content: object) -> str:
+    if not isinstance(content, list | tuple):
+        return ""
+    parts = [
+        item["text"]
+        for item in content
+        if isinstance(item, dict)
+        and isinstance(item.get("type"), str)
+        and isinstance(item.get("text"), str)
+    ]
+    return js_trim("\n".join(parts))
+
+
+def _exec_outcome(status: str, details: dict[Any, Any], text: str) -> dict[str, object] | None:
+    if status == "running":
+        tail = details.get("tail")
+        return {"status": status, "tail": tail if isinstance(tail, str) else ""}
+    if status in _EXEC_FINISHED:
+        exit_code = details.get("exitCode")
+        aggregated = details.get("aggregated")
+        output = js_trim(aggregated) if isinstance(aggregated, str) else ""
+        return {
+            "status": status,
+            "exitCode": exit_code if _is_number(exit_code) else None,
+            "timedOut": details.get("timedOut") is True,
+            "output": output or text,
+        }
+    if status in _EXEC_APPROVAL:
+        return {
+            "status": status,
+            "reason": _str_or(details.get("reason"), None),
+            "host": _str_or(details.get("host"), None),
+            "command": _str_or(details.get("command"), ""),
+            "warningText": _str_or(details.get("warningText"), ""),
+        }
+    return None  # another status: the later rules decide
+
+
+def _is_number(value: object) -> bool:
+    # JavaScript's `typeof x === "number"`: JSON cannot tell 1 from 1.0, and bool is not a number.
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _str_or(value: object, default: str | None) -> str | None:
+    return value if isinstance(value, str) else default
+
+
+def _process_outcome(action: str, details: dict[Any, Any], text: str) -> dict[str, object]:
+    fields: tuple[str, ...] = ("exitCode", "exitSignal", "aggregated")
+    if action == "log":
+        fields = ("totalLines", "totalChars", "truncated", "exitCode", "exitSignal")
+    shaped: dict[str, object] = {"action": action, "status": details.get("status", UNDEFINED)}
+    for name in fields:
+        value = details.get(name)
+        shaped[name] = None if value is UNDEFINED else value
+    shaped["text"] = text
+    return shaped
+
+
+def strip_volatile_ids(value: object) -> object:
+    """A copy of `value` without volatile send ids (§3 rule 7), at any depth.
+
+    Walks with an explicit stack and one copy per original container, so deep nesting does not
+    recurse and cycles or shared references keep their shape in the copy.
+    """
+    copies: dict[int, Any] = {}
+    pending: list[tuple[Any, Any]] = []
+
+    def copy_of(item: object) -> object:
+        if not isinstance(item, dict | list | tuple):
+            return item
+        copy = copies.get(id(item))
+        if copy is None:
+            copy = {} if isinstance(item, dict) else []
+            copies[id(item)] = copy
+            pending.append((item, copy))
+        return copy
+
+    root = copy_of(value)
+    while pending:
+        original, copy = pending.pop()
+        if isinstance(original, dict):
+            drop_id = _is_message_object(original)
+            for key, item in list(original.items()):
+                if key in VOLATILE_KEYS or (drop_id and key == "id"):
+                    continue
+                copy[key] = copy_of(item)
+        else:
+            copy.extend(copy_of(item) for item in original)
+    return root
+
+
+def _is_message_object(obj: dict[Any, Any]) -> bool:
+    """A sent message echoed back: its `id` is as volatile as a messageId."""
+    if not (isinstance(obj.get("id"), str) and isinstance(obj.get("text"), str)):
+        return False
+    return any(
+        isinstance(obj.get(key), str) for key in ("direction", "senderId", "accountId")
+    ) or isinstance(obj.get("conversation"), dict)
+
+
+def _error_text(error: object) -> str:
+    """The text an error is hashed by: message, the string, a JS-written number, else canonical."""
+    if isinstance(error, BaseException):
+        return _safe_str(error) or type(error).__name__
+    if isinstance(error, str):
+        return error
+    if isinstance(error, bool):
+        return "true" if error else "false"
+    if isinstance(error, int):
+        return _int_text(error)
+    if isinstance(error, float):
+        return _float_text(error).strip('"')  # String(NaN) is NaN, unquoted
+    return stable_stringify(error)
+
+
+def extract_unknown_tool_name(text: str) -> str | None:
+    """The missing tool named by an error text ("Unknown tool: Weather" -> "weather"), or None."""
+    trimmed = js_trim(text)
+    for pattern in _UNKNOWN_TOOL_PATTERNS:
+        match = pattern.search(trimmed)
+        if match is not None:
+            return match.group(1).lower()
+    return None
