@@ -1,8 +1,8 @@
 """Shared test helpers.
 
-Optional integrations (framework extras, redis-server, chromium) are skipped with a clear reason when
-missing on a developer machine, but CI sets ``LOOPWARDEN_REQUIRE_ALL=1`` so a missing piece fails the
-run instead of silently skipping it.
+Optional integrations (framework extras, redis-server, chromium) are skipped with a clear
+reason when missing on a developer machine, but CI sets ``LOOPWARDEN_REQUIRE_ALL=1`` so a
+missing piece fails the run instead of silently skipping it.
 """
 
 from __future__ import annotations
@@ -50,5 +50,7 @@ def shared_path(*parts: str) -> Path:
     """A path inside the read-only shared/ folder (SPEC, conformance vectors, samples, corpus)."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
-        pytest.fail(f"shared material missing: {path} (set LOOPWARDEN_SHARED to the shared/ folder)")
+        pytest.fail(
+            f"shared material missing: {path} (set LOOPWARDEN_SHARED to the shared/ folder)"
+        )
     return path

@@ -1,0 +1,102 @@
+"""Config options shared by the commands that run a guard: ``--config``, ``--agent``, ``--set``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import json5
+
+from loopwarden.config import (
+    BLOCK_PATH,
+    ConfigError,
+    ResolvedConfig,
+    load_config,
+    resolve_config,
+    validate_config,
+)
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config FILE``, ``--agent ID`` and repeatable ``--set KEY=VALUE``."""
+    group = parser.add_argument_group("configuration")
+    group.add_argument("--config", metavar="FILE", help="an OpenClaw config file (JSON5 or JSON)")
+    group.add_argument("--agent", metavar="ID", help="use this agent's per-agent block")
+    group.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
+        help="override one tools.loopDetection key, e.g. criticalThreshold=5 or "
+        "detectors.pingPong=false (repeatable)",
+    )
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``KEY=VALUE`` into a key path and a JSON5 value (bare words stay strings)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
+    if key.startswith(BLOCK_PATH + "."):
+        key = key[len(BLOCK_PATH) + 1 :]
+    try:
+        value = json5.loads(raw)
+    except ValueError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(block: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``block`` with each ``--set`` applied (nested keys by dots)."""
+    merged: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in block.items()}
+    for text in overrides:
+        path, value = parse_override(text)
+        target = merged
+        for part in path[:-1]:
+            child = target.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                target[part] = child
+            target = child
+        target[path[-1]] = value
+    return merged
+
+
+def config_block_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The effective (unresolved) block from ``--config``/``--agent``/``--set``, with notices."""
+    notices: list[str] = []
+    block: dict[str, Any] = {}
+    if args.config:
+        loaded = load_config(args.config)
+        notices.extend(loaded.notices)
+        if args.agent and args.agent not in loaded.agent_ids:
+            known = ", ".join(loaded.agent_ids) or "none"
+            raise ConfigError(
+                [f"--agent {args.agent!r}: no such agent in agents.list (agents: {known})"],
+                args.config,
+            )
+        block = loaded.block(args.agent)
+    elif args.agent:
+        raise ConfigError(["--agent needs --config FILE (the file that lists the agents)"])
+    if args.overrides:
+        block = apply_overrides(block, args.overrides)
+        validated = validate_config(block, source="--set", whole=False)
+        notices.extend(n for n in validated.notices if "no tools.loopDetection" not in n)
+    return block, notices
+
+
+def config_from_args(
+    args: argparse.Namespace, *, default_enabled: bool | None
+) -> tuple[ResolvedConfig, list[str]]:
+    """Resolve the config the options describe; ``default_enabled`` fills an absent ``enabled``.
+
+    Raises :class:`ConfigError` with a clear message for a bad file, agent or ``--set``.
+    """
+    block, notices = config_block_from_args(args)
+    if "enabled" not in block and default_enabled is not None:
+        block["enabled"] = default_enabled
+        source = "the config" if args.config or args.overrides else "no config given"
+        notices.append(f"{source} sets no 'enabled': using enabled={str(default_enabled).lower()}")
+    return resolve_config(block), notices

@@ -1,0 +1,58 @@
+"""``loopwarden config check FILE [--agent ID]``: validate a config and print the resolved block."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+
+from loopwarden.config import ConfigError, load_config
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``config`` command group."""
+    config = subparsers.add_parser("config", help="check OpenClaw loop-detection config files")
+    actions = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    check = actions.add_parser(
+        "check",
+        help="validate a config file and print the effective resolved config",
+        description="Validate FILE strictly (every problem, with its dotted path) and print the "
+        "effective tools.loopDetection block after per-agent merge and clamping. "
+        "Exit 0 when valid, 2 when not.",
+    )
+    check.add_argument("file", metavar="FILE", help="an OpenClaw config file (JSON5 or JSON)")
+    check.add_argument("--agent", metavar="ID", help="show the effective config of this agent")
+    check.add_argument("--output", choices=("text", "json"), default="text")
+    check.set_defaults(handler=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Validate, then print the resolved config and the clamping notices."""
+    err = Console(stderr=True, highlight=False)
+    try:
+        loaded = load_config(args.file)
+        if args.agent is not None and args.agent not in loaded.agent_ids:
+            known = ", ".join(loaded.agent_ids) or "none"
+            raise ConfigError(
+                [f"--agent {args.agent!r}: no such agent in agents.list (agents: {known})"],
+                args.file,
+            )
+    except ConfigError as exc:
+        err.print(f"[bold red]error[/]: {exc}", markup=True, soft_wrap=True)
+        return 2
+    resolved = loaded.resolve(args.agent).to_camel()
+    if args.output == "json":
+        payload = {"file": args.file, "agent": args.agent, "config": resolved}
+        payload["notices"] = list(loaded.notices)
+        json.dump(payload, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = Console(highlight=False)
+    who = f"agent {args.agent!r}" if args.agent else "global block"
+    out.print(f"[bold green]ok[/] {args.file} ({who})", soft_wrap=True)
+    for notice in loaded.notices:
+        out.print(f"[yellow]notice[/]: {notice}", soft_wrap=True)
+    out.print(json.dumps(resolved, indent=2), markup=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,427 @@
+"""SPEC §1 — configuration: lenient runtime resolution, strict validation, per-agent merge.
+
+Two entry points on purpose. ``resolve_config`` is what runs next to a live agent: it never raises
+and falls back to defaults value by value, exactly as OpenClaw does. ``validate_config`` /
+``load_config`` are for humans editing a file: they report every problem at once, each with the
+dotted path of the offending field, so a typo never silently becomes a default.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import json5
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic.functional_validators import BeforeValidator
+
+BLOCK_PATH = "tools.loopDetection"
+
+_NUMERIC_DEFAULTS: dict[str, int] = {
+    "historySize": 30,
+    "warningThreshold": 10,
+    "criticalThreshold": 20,
+    "unknownToolThreshold": 10,
+    "globalCircuitBreakerThreshold": 30,
+}
+_DETECTOR_KEYS = ("genericRepeat", "knownPollNoProgress", "pingPong")
+_DEFAULT_WINDOW = 3
+
+
+class ConfigError(ValueError):
+    """A configuration could not be read or is invalid; ``problems`` lists every issue found."""
+
+    def __init__(self, problems: list[str], source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            text = f"{where}{self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            text = f"{where}{len(self.problems)} configuration problems:\n{lines}"
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class DetectorSwitches:
+    """Which rolling-history detectors are on (SPEC §1, `detectors.*`)."""
+
+    generic_repeat: bool = True
+    known_poll_no_progress: bool = True
+    ping_pong: bool = True
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A fully resolved, clamped ``tools.loopDetection`` block (SPEC §1.1)."""
+
+    enabled: bool | None = None
+    history_size: int = 30
+    warning_threshold: int = 10
+    critical_threshold: int = 20
+    unknown_tool_threshold: int = 10
+    global_circuit_breaker_threshold: int = 30
+    detectors: DetectorSwitches = field(default_factory=DetectorSwitches)
+    post_compaction_window: int = _DEFAULT_WINDOW
+
+    @property
+    def detection_enabled(self) -> bool:
+        """Rolling-history detectors run only when ``enabled`` is explicitly true (§1.3)."""
+        return self.enabled is True
+
+    @property
+    def records_calls(self) -> bool:
+        """Calls are recorded unless ``enabled`` is explicitly false (§1.3)."""
+        return self.enabled is not False
+
+    @property
+    def compaction_guard_enabled(self) -> bool:
+        """The post-compaction guard runs unless ``enabled`` is explicitly false (§1.3)."""
+        return self.enabled is not False
+
+    def to_camel(self) -> dict[str, Any]:
+        """The resolved block in OpenClaw's camelCase shape (``enabled`` omitted when absent)."""
+        block: dict[str, Any] = {} if self.enabled is None else {"enabled": self.enabled}
+        block.update(
+            historySize=self.history_size,
+            warningThreshold=self.warning_threshold,
+            criticalThreshold=self.critical_threshold,
+            unknownToolThreshold=self.unknown_tool_threshold,
+            globalCircuitBreakerThreshold=self.global_circuit_breaker_threshold,
+            detectors={
+                "genericRepeat": self.detectors.generic_repeat,
+                "knownPollNoProgress": self.detectors.known_poll_no_progress,
+                "pingPong": self.detectors.ping_pong,
+            },
+            postCompactionGuard={"windowSize": self.post_compaction_window},
+        )
+        return block
+
+
+# ---------------------------------------------------------------------------------------------
+# §1.1 lenient resolution
+
+
+def _positive_int(value: object, default: int) -> int:
+    """Keep ``value`` only if it is a positive integer (integral floats count, bools do not)."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value if value > 0 else default
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value > 0:
+        return int(value)
+    return default
+
+
+def _flag(block: Mapping[str, Any], key: str) -> bool:
+    return block.get(key) is not False
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedConfig:
+    """Resolve a ``tools.loopDetection`` block leniently (SPEC §1.1); never raises."""
+    if isinstance(raw, ResolvedConfig):
+        return raw
+    block = _mapping(raw)
+    num = {key: _positive_int(block.get(key), dflt) for key, dflt in _NUMERIC_DEFAULTS.items()}
+    warning, critical, breaker = (
+        num["warningThreshold"],
+        num["criticalThreshold"],
+        num["globalCircuitBreakerThreshold"],
+    )
+    if critical <= warning:
+        critical = warning + 1
+    if breaker <= critical:
+        breaker = critical + 1
+    enabled = block.get("enabled")
+    detectors = _mapping(block.get("detectors"))
+    guard = _mapping(block.get("postCompactionGuard"))
+    return ResolvedConfig(
+        enabled=enabled if isinstance(enabled, bool) else None,
+        history_size=num["historySize"],
+        warning_threshold=warning,
+        critical_threshold=critical,
+        unknown_tool_threshold=num["unknownToolThreshold"],
+        global_circuit_breaker_threshold=breaker,
+        detectors=DetectorSwitches(
+            generic_repeat=_flag(detectors, "genericRepeat"),
+            known_poll_no_progress=_flag(detectors, "knownPollNoProgress"),
+            ping_pong=_flag(detectors, "pingPong"),
+        ),
+        post_compaction_window=_positive_int(guard.get("windowSize"), _DEFAULT_WINDOW),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# §1.4 per-agent merge
+
+
+def is_full_config(raw: Mapping[str, Any]) -> bool:
+    """A whole OpenClaw config has ``tools`` or ``agents``; anything else is a bare block."""
+    return "tools" in raw or "agents" in raw
+
+
+def _global_block(full: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    block = _mapping(full.get("tools")).get("loopDetection")
+    return block if isinstance(block, Mapping) else None
+
+
+def _agent_block(full: Mapping[str, Any], agent_id: str | None) -> Mapping[str, Any] | None:
+    if agent_id is None:
+        return None
+    agents = _mapping(full.get("agents")).get("list")
+    for entry in agents if isinstance(agents, list) else []:
+        if isinstance(entry, Mapping) and entry.get("id") == agent_id:
+            block = _mapping(entry.get("tools")).get("loopDetection")
+            return block if isinstance(block, Mapping) else None
+    return None
+
+
+def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        nested = key in ("detectors", "postCompactionGuard")
+        if nested and isinstance(below, Mapping) and isinstance(value, Mapping):
+            merged[key] = {**below, **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def effective_config(full_config: Mapping[str, Any], agent_id: str | None) -> dict[str, Any]:
+    """The merged ``tools.loopDetection`` block for one agent, before resolution (SPEC §1.4)."""
+    base = _global_block(full_config)
+    agent = _agent_block(full_config, agent_id)
+    if agent is None:
+        return dict(base) if base is not None else {}
+    if base is None:
+        return dict(agent)
+    return _overlay(base, agent)
+
+
+def agent_ids(full_config: Mapping[str, Any]) -> list[str]:
+    """The ids of the agents listed in a whole OpenClaw config, in file order."""
+    agents = _mapping(full_config.get("agents")).get("list")
+    entries = agents if isinstance(agents, list) else []
+    return [e["id"] for e in entries if isinstance(e, Mapping) and isinstance(e.get("id"), str)]
+
+
+# ---------------------------------------------------------------------------------------------
+# §1.2 strict validation
+
+
+def _strict_positive(value: object) -> object:
+    """Accept integral floats (JSON cannot tell 10 from 10.0); pydantic checks the rest."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+_PositiveInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Detectors(_Strict):
+    genericRepeat: StrictBool | None = None
+    knownPollNoProgress: StrictBool | None = None
+    pingPong: StrictBool | None = None
+
+
+class _PostCompactionGuard(_Strict):
+    windowSize: _PositiveInt | None = None
+
+
+class _LoopDetectionBlock(_Strict):
+    enabled: StrictBool | None = None
+    historySize: _PositiveInt | None = None
+    warningThreshold: _PositiveInt | None = None
+    criticalThreshold: _PositiveInt | None = None
+    unknownToolThreshold: _PositiveInt | None = None
+    globalCircuitBreakerThreshold: _PositiveInt | None = None
+    detectors: _Detectors | None = None
+    postCompactionGuard: _PostCompactionGuard | None = None
+
+
+def _loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    path = prefix
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; see SPEC §1 for the keys)"
+    if kind == "greater_than":
+        return f"must be a positive integer, got {value!r}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be a positive integer, got {type(value).__name__} {value!r}"
+    if kind == "bool_type":
+        return f"must be true or false, got {type(value).__name__} {value!r}"
+    if kind == "model_type":
+        return f"must be an object, got {type(value).__name__}"
+    return str(error["msg"])
+
+
+def _block_problems(block: object, prefix: str) -> list[str]:
+    if not isinstance(block, Mapping):
+        return [f"{prefix}: must be an object, got {type(block).__name__}"]
+    try:
+        _LoopDetectionBlock.model_validate(dict(block))
+    except ValidationError as exc:
+        return [f"{_loc_path(prefix, e['loc'])}: {_describe(e)}" for e in exc.errors()]
+    return []
+
+
+def _clamp_notices(block: Mapping[str, Any], prefix: str) -> list[str]:
+    """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
+    resolved = resolve_config(block)
+    notices = []
+    given_critical = block.get("criticalThreshold", _NUMERIC_DEFAULTS["criticalThreshold"])
+    if resolved.critical_threshold != given_critical:
+        notices.append(
+            f"{prefix}.criticalThreshold ({given_critical}) must exceed warningThreshold "
+            f"({resolved.warning_threshold}); runtime uses {resolved.critical_threshold}"
+        )
+    given_breaker = block.get(
+        "globalCircuitBreakerThreshold", _NUMERIC_DEFAULTS["globalCircuitBreakerThreshold"]
+    )
+    if resolved.global_circuit_breaker_threshold != given_breaker:
+        notices.append(
+            f"{prefix}.globalCircuitBreakerThreshold ({given_breaker}) must exceed "
+            f"criticalThreshold ({resolved.critical_threshold}); runtime uses "
+            f"{resolved.global_circuit_breaker_threshold}"
+        )
+    return notices
+
+
+@dataclass(frozen=True)
+class ValidatedConfig:
+    """A whole OpenClaw config that passed strict validation, with its clamping notices."""
+
+    full: Mapping[str, Any]
+    notices: tuple[str, ...] = ()
+    source: str | None = None
+
+    def block(self, agent_id: str | None = None) -> dict[str, Any]:
+        """The effective (merged, unresolved) block for ``agent_id``."""
+        return effective_config(self.full, agent_id)
+
+    def resolve(self, agent_id: str | None = None) -> ResolvedConfig:
+        """The resolved config for ``agent_id`` (or the global block)."""
+        return resolve_config(self.block(agent_id))
+
+    @property
+    def agent_ids(self) -> list[str]:
+        """The agents listed in the config."""
+        return agent_ids(self.full)
+
+
+def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
+    """Check the containers around the blocks; return problems and (path, block) pairs."""
+    problems: list[str] = []
+    blocks: list[tuple[str, Any]] = []
+    tools = full.get("tools")
+    if tools is not None and not isinstance(tools, Mapping):
+        problems.append(f"tools: must be an object, got {type(tools).__name__}")
+    elif isinstance(tools, Mapping) and "loopDetection" in tools:
+        blocks.append((BLOCK_PATH, tools["loopDetection"]))
+    agents = full.get("agents")
+    if agents is not None and not isinstance(agents, Mapping):
+        problems.append(f"agents: must be an object, got {type(agents).__name__}")
+        return problems, blocks
+    entries = _mapping(agents).get("list")
+    if entries is None:
+        return problems, blocks
+    if not isinstance(entries, list):
+        return [*problems, f"agents.list: must be an array, got {type(entries).__name__}"], blocks
+    for i, entry in enumerate(entries):
+        where = f"agents.list[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where}: must be an object, got {type(entry).__name__}")
+            continue
+        if "id" in entry and not isinstance(entry["id"], str):
+            problems.append(f"{where}.id: must be a string, got {type(entry['id']).__name__}")
+        agent_tools = entry.get("tools")
+        if agent_tools is not None and not isinstance(agent_tools, Mapping):
+            problems.append(f"{where}.tools: must be an object, got {type(agent_tools).__name__}")
+        elif isinstance(agent_tools, Mapping) and "loopDetection" in agent_tools:
+            blocks.append((f"{where}.{BLOCK_PATH}", agent_tools["loopDetection"]))
+    return problems, blocks
+
+
+def validate_config(
+    raw: Mapping[str, Any], *, source: str | None = None, whole: bool | None = None
+) -> ValidatedConfig:
+    """Strictly validate a whole OpenClaw config or a bare block (SPEC §1.2).
+
+    ``whole`` says whether ``raw`` is a whole OpenClaw config (True) or a bare
+    ``tools.loopDetection`` block (False); by default a dict with a ``tools`` or ``agents`` key is
+    taken as a whole config. Raises :class:`ConfigError` listing every problem with its dotted
+    path; threshold-order violations are returned as ``notices`` instead, since runtime clamping
+    handles them.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError([f"the config must be an object, got {type(raw).__name__}"], source)
+    if whole is None:
+        whole = is_full_config(raw)
+    full: Mapping[str, Any] = raw if whole else {"tools": {"loopDetection": raw}}
+    problems, blocks = _shape_problems(full)
+    for path, block in blocks:
+        problems.extend(_block_problems(block, path))
+    if problems:
+        raise ConfigError(problems, source)
+    notices = [n for path, block in blocks for n in _clamp_notices(block, path)]
+    if not blocks:
+        notices.append(f"no {BLOCK_PATH} block found: the defaults apply")
+    for agent in agent_ids(full):
+        if _agent_block(full, agent) is not None and _global_block(full) is not None:
+            where = f"effective config of agent {agent!r}"
+            merged_notices = _clamp_notices(effective_config(full, agent), where)
+            notices.extend(n for n in merged_notices if n not in notices)
+    return ValidatedConfig(full=full, notices=tuple(notices), source=source)
+
+
+_JSON5_ERROR = re.compile(r"^<string>:(?P<line>\d+) (?P<msg>.*?)(?: at column (?P<col>\d+))?$")
+
+
+def _syntax_problem(exc: ValueError) -> str:
+    match = _JSON5_ERROR.match(str(exc))
+    if not match:
+        return f"syntax error: {exc}"
+    col = match["col"] or "1"
+    return f"syntax error at line {match['line']}, column {col}: {match['msg']}"
+
+
+def load_config(path: str | Path) -> ValidatedConfig:
+    """Read and strictly validate an OpenClaw config file (JSON5 or JSON).
+
+    A missing file, a syntax error (with line and column) or a wrong shape each raise one
+    :class:`ConfigError` with a clear message.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(["file not found"], source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"cannot read the file: {exc}"], source) from None
+    try:
+        raw = json5.loads(text)
+    except ValueError as exc:
+        raise ConfigError([_syntax_problem(exc)], source) from None
+    return validate_config(raw, source=source, whole=True)

@@ -1,0 +1,173 @@
+"""SPEC §6 — where the guard keeps its per-session state, behind a small swappable interface.
+
+A store hands out one :class:`GuardSession` at a time per session key, inside a context manager
+that makes the whole "update this session" step atomic. The default :class:`MemoryStore` keeps
+sessions in process memory, bounded by an idle TTL and an LRU cap. Durable and shared stores
+(SQLite, Redis) implement the same protocol.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from loopwarden.compaction import PostCompactionGuard
+from loopwarden.events import LoopEvent
+from loopwarden.history import SessionState
+
+MAX_WARNING_KEYS = 256
+MAX_RUN_RECORDS = 64
+MAX_BLOCKED_IDS = 256
+
+RunKey = str | None
+
+
+@dataclass
+class RunRecord:
+    """What happened in one run: its loop events in order, and how it ended."""
+
+    session: str
+    run_id: str | None
+    agent_id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    outcome: str | None = None
+    stop_reason: str | None = None
+    events: list[LoopEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the record."""
+        return {
+            "session": self.session,
+            "run_id": self.run_id,
+            "agent_id": self.agent_id,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "stop_reason": self.stop_reason,
+            "events": [e.to_dict() for e in self.events],
+        }
+
+
+@dataclass
+class GuardSession:
+    """Everything the guard keeps for one session: history plus the §6/§7 bookkeeping."""
+
+    key: str
+    state: SessionState = field(default_factory=SessionState)
+    # §6.3: last emitted bucket (count // warningThreshold) per warning key, oldest first.
+    warning_buckets: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    compaction: dict[RunKey, PostCompactionGuard] = field(default_factory=dict)
+    # First abort wins for a run: later calls in a stopped run get the same stop reason.
+    stopped: dict[RunKey, str] = field(default_factory=dict)
+    runs: OrderedDict[RunKey, RunRecord] = field(default_factory=OrderedDict)
+    # Tool-call ids the guard blocked: their outcome must never be recorded.
+    blocked_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    def remember_bucket(self, key: str, bucket: int) -> None:
+        """Store the emitted bucket for a warning key, keeping at most 256 keys."""
+        self.warning_buckets[key] = bucket
+        self.warning_buckets.move_to_end(key)
+        while len(self.warning_buckets) > MAX_WARNING_KEYS:
+            self.warning_buckets.popitem(last=False)
+
+    def remember_blocked(self, tool_call_id: str) -> None:
+        """Remember a blocked call's id (bounded)."""
+        self.blocked_ids[tool_call_id] = None
+        while len(self.blocked_ids) > MAX_BLOCKED_IDS:
+            self.blocked_ids.popitem(last=False)
+
+    def run(self, run_id: RunKey, agent_id: str | None = None) -> RunRecord:
+        """The run record for ``run_id``, created on first use (at most 64 kept per session)."""
+        record = self.runs.get(run_id)
+        if record is None:
+            record = RunRecord(self.key, run_id, agent_id)
+            self.runs[run_id] = record
+            while len(self.runs) > MAX_RUN_RECORDS:
+                self.runs.popitem(last=False)
+        return record
+
+
+class SessionStore(Protocol):
+    """The interface every store implements."""
+
+    def session(self, key: str) -> AbstractContextManager[GuardSession]:
+        """Exclusive access to one session's state for one atomic update."""
+        ...
+
+    def peek(self, key: str) -> GuardSession | None:
+        """The session's state if the store has it (read-only use), else None."""
+        ...
+
+    def __len__(self) -> int:
+        """How many sessions the store currently keeps."""
+        ...
+
+
+class MemoryStore:
+    """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest."""
+
+    def __init__(
+        self,
+        *,
+        session_ttl: float | None = 3600.0,
+        max_sessions: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        if session_ttl is not None and session_ttl <= 0:
+            raise ValueError(f"session_ttl must be positive seconds or None, got {session_ttl}")
+        self._ttl = session_ttl
+        self._max = max_sessions
+        self._clock = clock
+        self._lock = threading.Lock()
+        # key -> (session, its lock, last use); insertion order is least-recently-used first.
+        self._entries: OrderedDict[str, tuple[GuardSession, threading.RLock, float]] = OrderedDict()
+
+    def _evict(self, now: float) -> None:
+        if self._ttl is not None:
+            while self._entries:
+                key, (_, _, used) = next(iter(self._entries.items()))
+                if now - used <= self._ttl:
+                    break
+                del self._entries[key]
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    def _checkout(self, key: str) -> tuple[GuardSession, threading.RLock]:
+        with self._lock:
+            now = self._clock()
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                entry = (GuardSession(key), threading.RLock(), now)
+            self._entries[key] = (entry[0], entry[1], now)
+            self._evict(now)
+            return entry[0], entry[1]
+
+    @contextmanager
+    def session(self, key: str) -> Iterator[GuardSession]:
+        """Exclusive access to one session (created on first use)."""
+        state, lock = self._checkout(key)
+        with lock:
+            yield state
+
+    def peek(self, key: str) -> GuardSession | None:
+        """The session if present and not expired."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if self._ttl is not None and self._clock() - entry[2] > self._ttl:
+                return None
+            return entry[0]
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._evict(self._clock())
+            return len(self._entries)
