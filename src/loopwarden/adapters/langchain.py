@@ -1,0 +1,357 @@
+"""LangChain v1 adapter: ``LoopGuardMiddleware`` for ``create_agent(..., middleware=[...])``.
+
+Requires the ``langchain`` extra (``pip install 'loopwarden[langchain]'``)::
+
+    from langchain.agents import create_agent
+    from loopwarden import LoopGuard
+    from loopwarden.adapters.langchain import LoopGuardMiddleware
+
+    guard = LoopGuard({"enabled": True})
+    agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(guard)])
+
+What the model sees:
+
+- **warn**: the tool runs; the warning is appended to its ``ToolMessage``.
+- **block**: the tool does not run; the model gets an error ``ToolMessage`` whose text is the
+  blocked message (the SPEC §6 blocked result is kept as the message's ``artifact``).
+- **stop** (a loop that survived a summarisation, or ``stop_after_blocks`` blocks in one run): the
+  next ``before_model`` jumps to the end of the graph with a final ``AIMessage`` saying why, so the
+  run ends cleanly instead of hitting the recursion limit.
+
+The session is the LangGraph thread id (the run id when there is no checkpointer); every
+``invoke`` gets a fresh run id, kept in private graph state. When LangChain's
+``SummarizationMiddleware`` compacts the conversation, the post-compaction guard is armed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated, Any
+
+from loopwarden.adapters._common import (
+    RunBook,
+    RunState,
+    detector_of,
+    new_run_id,
+    stop_reason,
+    with_warning,
+)
+
+try:
+    from langchain.agents.middleware.types import (
+        AgentMiddleware,
+        AgentState,
+        PrivateStateAttr,
+        hook_config,
+    )
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+    from langgraph.errors import GraphBubbleUp
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command
+    from typing_extensions import NotRequired
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "loopwarden.adapters.langchain needs LangChain v1: pip install 'loopwarden[langchain]'"
+    ) from exc
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
+
+    from loopwarden.guard import Decision, LoopGuard
+
+__all__ = ["LoopGuardMiddleware", "LoopGuardState"]
+
+_RUN_KEY = "loopwarden_run_id"
+_SUMMARY_SOURCE = "summarization"  # additional_kwargs["lc_source"] of SummarizationMiddleware
+
+ToolResponse = ToolMessage | Command[Any]
+
+
+class LoopGuardState(AgentState[Any]):
+    """Agent state with the adapter's private run id (hidden from the graph's input/output)."""
+
+    loopwarden_run_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
+
+
+class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
+    """Runs every tool call of a LangChain v1 agent through a ``LoopGuard``.
+
+    Args:
+        guard: the ``LoopGuard`` that owns the sessions' histories and the thresholds.
+        stop_after_blocks: end the run (cleanly, with the block message as the final answer)
+            once this many calls were blocked in one run; ``None`` (default) keeps blocking and
+            leaves it to the model to change course.
+        max_runs: how many in-flight runs the middleware remembers (oldest forgotten first).
+
+    Put it first in ``middleware=[...]``: its ``before_model`` then ends a stopped run before
+    other middleware (a summarisation, say) spends a model call on it.
+    """
+
+    state_schema = LoopGuardState
+
+    def __init__(
+        self,
+        guard: LoopGuard,
+        *,
+        stop_after_blocks: int | None = None,
+        max_runs: int = 4096,
+    ) -> None:
+        super().__init__()
+        if stop_after_blocks is not None and (
+            isinstance(stop_after_blocks, bool)
+            or not isinstance(stop_after_blocks, int)
+            or stop_after_blocks < 1
+        ):
+            raise ValueError(
+                "LoopGuardMiddleware(stop_after_blocks=...) must be a positive int or None, "
+                f"got {stop_after_blocks!r}"
+            )
+        self.guard = guard
+        self.stop_after_blocks = stop_after_blocks
+        self.tools = []
+        self._runs: RunBook[str] = RunBook(max_runs)
+
+    # -- run boundaries -------------------------------------------------------------------------
+
+    def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Start a fresh run: new run id in private state; summaries already present are old."""
+        run_id = new_run_id()
+        session = _thread_id(runtime) or run_id
+        run = self._runs.get(run_id, session, run_id)
+        run.seen_compactions.update(_summary_ids(state.get("messages", ())))
+        self.guard.start_run(session, run_id)
+        return {_RUN_KEY: run_id}
+
+    async def abefore_agent(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of ``before_agent``."""
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Close the run in the guard and forget it here."""
+        run_id = state.get(_RUN_KEY)
+        run = self._runs.pop(run_id) if isinstance(run_id, str) else None
+        if run is not None:
+            outcome = "stopped" if run.stopped is not None else "completed"
+            self.guard.end_run(run.session, run.run_id, outcome=outcome)
+        return None
+
+    async def aafter_agent(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of ``after_agent``."""
+        return self.after_agent(state, runtime)
+
+    # -- before each model call: compaction and stop ----------------------------------------------
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """End a stopped run with a final ``AIMessage``; arm the guard after a summarisation."""
+        run = self._run_of(state, runtime)
+        if run is None:
+            return None
+        self._note_compaction(run, state.get("messages", ()))
+        if run.stopped is None:
+            return None
+        return {"jump_to": "end", "messages": [_stop_message(run.stopped)]}
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: LoopGuardState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of ``before_model``."""
+        return self.before_model(state, runtime)
+
+    # -- around each tool call ----------------------------------------------------------------
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolResponse],
+    ) -> ToolResponse:
+        """Ask the guard before the tool runs, record the outcome after it."""
+        run, decision = self._before(request)
+        if decision.action in ("block", "stop"):
+            return self._refuse(run, request, decision)
+        try:
+            response = handler(request)
+        except GraphBubbleUp:  # an interrupt is control flow, not an outcome
+            raise
+        except Exception as exc:
+            self._after(run, request, error=exc)
+            raise
+        return self._finish(run, request, decision, response)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResponse]],
+    ) -> ToolResponse:
+        """Async twin of ``wrap_tool_call``."""
+        run, decision = self._before(request)
+        if decision.action in ("block", "stop"):
+            return self._refuse(run, request, decision)
+        try:
+            response = await handler(request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            self._after(run, request, error=exc)
+            raise
+        return self._finish(run, request, decision, response)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _run_of(self, state: Any, runtime: Any) -> RunState | None:
+        run_id = state.get(_RUN_KEY) if isinstance(state, dict) else None
+        if not isinstance(run_id, str) or not run_id:
+            return None
+        return self._runs.get(run_id, _thread_id(runtime) or run_id, run_id)
+
+    def _tool_run(self, request: ToolCallRequest) -> RunState:
+        run = self._run_of(request.state, request.runtime)
+        if run is None:
+            # Used outside create_agent (a bare ToolNode): no before_agent gave us a run id, so
+            # the call is guarded as a one-off run of its thread.
+            run_id = new_run_id()
+            run = self._runs.get(run_id, _thread_id(request.runtime) or run_id, run_id)
+        return run
+
+    def _note_compaction(self, run: RunState, messages: Sequence[AnyMessage]) -> None:
+        fresh = [sid for sid in _summary_ids(messages) if sid not in run.seen_compactions]
+        if fresh:
+            run.seen_compactions.update(fresh)
+            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+
+    def _before(self, request: ToolCallRequest) -> tuple[RunState, Decision]:
+        run = self._tool_run(request)
+        state = request.state
+        if isinstance(state, dict):
+            self._note_compaction(run, state.get("messages", ()))
+        call = request.tool_call
+        decision = self.guard.before_tool_call(
+            run.session,
+            call["name"],
+            call.get("args", {}),
+            run_id=run.run_id,
+            tool_call_id=call.get("id"),
+        )
+        return run, decision
+
+    def _refuse(self, run: RunState, request: ToolCallRequest, decision: Decision) -> ToolMessage:
+        if decision.action == "stop":
+            run.stopped = run.stopped or decision
+        else:
+            run.blocks += 1
+            if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
+                run.stopped = run.stopped or decision
+        call = request.tool_call
+        return ToolMessage(
+            content=stop_reason(decision),
+            tool_call_id=call.get("id") or "",
+            name=call["name"],
+            status="error",
+            artifact=decision.blocked_result,
+        )
+
+    def _after(self, run: RunState, request: ToolCallRequest, **outcome: Any) -> None:
+        call = request.tool_call
+        after = self.guard.after_tool_call(
+            run.session,
+            call["name"],
+            call.get("args", {}),
+            run_id=run.run_id,
+            tool_call_id=call.get("id"),
+            **outcome,
+        )
+        if after.action == "stop":
+            run.stopped = run.stopped or after
+
+    def _finish(
+        self, run: RunState, request: ToolCallRequest, decision: Decision, response: ToolResponse
+    ) -> ToolResponse:
+        call_id = request.tool_call.get("id")
+        message = _tool_message(response, call_id)
+        if request.tool is None:
+            # No such tool: phrase the outcome the way SPEC §3.1 recognises, so a model that
+            # keeps calling a missing tool trips the unknown-tool detector.
+            self._after(run, request, error=f"Unknown tool: {request.tool_call['name']}")
+        elif message is None:
+            self._after(run, request)  # a Command without a ToolMessage: no outcome to hash
+        elif message.status == "error":
+            self._after(run, request, error=message.text or "error")
+        else:
+            self._after(run, request, result=message.content)
+        if decision.action == "warn" and decision.message:
+            return _append_warning(response, call_id, decision.message)
+        return response
+
+
+def _thread_id(runtime: Any) -> str | None:
+    """The LangGraph thread id of the current run, or None without a checkpointer."""
+    info = getattr(runtime, "execution_info", None)
+    thread_id = getattr(info, "thread_id", None)
+    if thread_id:
+        return str(thread_id)
+    config = getattr(runtime, "config", None)
+    if isinstance(config, dict):
+        configurable = config.get("configurable") or {}
+        thread_id = configurable.get("thread_id")
+        if thread_id:
+            return str(thread_id)
+    return None
+
+
+def _summary_ids(messages: Sequence[Any]) -> list[str]:
+    """Ids of the summary messages SummarizationMiddleware left in the conversation."""
+    found: list[str] = []
+    for message in messages:
+        if not isinstance(message, HumanMessage):
+            continue
+        if message.additional_kwargs.get("lc_source") != _SUMMARY_SOURCE:
+            continue
+        found.append(message.id or f"content:{hash(message.text)}")
+    return found
+
+
+def _stop_message(decision: Decision) -> AIMessage:
+    # response_metadata is never sent back to a provider, so it can say who ended the run.
+    return AIMessage(
+        content=stop_reason(decision),
+        response_metadata={"loopwarden": {"action": "stop", "detector": detector_of(decision)}},
+    )
+
+
+def _tool_message(response: ToolResponse, call_id: str | None) -> ToolMessage | None:
+    if isinstance(response, ToolMessage):
+        return response
+    update = response.update
+    messages = update.get("messages", ()) if isinstance(update, dict) else ()
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.tool_call_id == call_id:
+            return message
+    return None
+
+
+def _warned(message: ToolMessage, warning: str) -> ToolMessage:
+    content = message.content
+    if isinstance(content, str):
+        new_content: Any = with_warning(content, warning)
+    else:
+        new_content = [*content, {"type": "text", "text": warning}]
+    return message.model_copy(update={"content": new_content})
+
+
+def _append_warning(response: ToolResponse, call_id: str | None, warning: str) -> ToolResponse:
+    if isinstance(response, ToolMessage):
+        return _warned(response, warning)
+    update = response.update
+    if not isinstance(update, dict):
+        return response
+    messages = [
+        _warned(m, warning) if isinstance(m, ToolMessage) and m.tool_call_id == call_id else m
+        for m in update.get("messages", ())
+    ]
+    return replace(response, update={**update, "messages": messages})

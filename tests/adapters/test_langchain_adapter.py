@@ -1,0 +1,246 @@
+"""LangChain v1 adapter, end to end: create_agent + LoopGuardMiddleware + a scripted fake model.
+
+The model is LangChain's own ``GenericFakeChatModel`` playing a script of AIMessages (the same tool
+call over and over); the tool counts its real executions. Nothing talks to the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from _support import require_module
+
+require_module("langchain.agents", "langchain")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import SummarizationMiddleware  # noqa: E402
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+
+from loopwarden.adapters.langchain import LoopGuardMiddleware  # noqa: E402
+from loopwarden.events import LoopEvent  # noqa: E402
+from loopwarden.guard import LoopGuard  # noqa: E402
+
+WARNING, CRITICAL = 2, 4
+LOOP_CONFIG = {"enabled": True, "warningThreshold": WARNING, "criticalThreshold": CRITICAL}
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """GenericFakeChatModel that accepts tools and remembers every prompt it was given."""
+
+    prompts: list[list[BaseMessage]] = []  # noqa: RUF012 - pydantic field, copied per instance
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.prompts.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+    def tool_results_seen(self) -> list[str]:
+        """Text of the newest ToolMessage in each prompt that ended with one."""
+        return [p[-1].text for p in self.prompts if p and isinstance(p[-1], ToolMessage)]
+
+
+_ids = itertools.count()
+
+
+def call(name: str, **args: Any) -> AIMessage:
+    """One AIMessage asking for one tool call (unique call id, as real models give)."""
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"c{next(_ids)}"}])
+
+
+def loop_script(times: int, name: str = "get_weather", **args: Any) -> Iterator[AIMessage]:
+    for _ in range(times):
+        yield call(name, **(args or {"city": "Paris"}))
+    yield AIMessage(content="I give up.")
+
+
+class CountingTool:
+    """A weather tool that counts how often it really ran and always answers the same."""
+
+    def __init__(self) -> None:
+        self.executions = 0
+
+        @tool
+        def get_weather(city: str) -> str:
+            """Current weather of a city."""
+            self.executions += 1
+            return f"It is 21C in {city}."
+
+        self.tool = get_weather
+
+
+def make_agent(
+    script: Iterator[AIMessage], guard: LoopGuard, **kwargs: Any
+) -> tuple[Any, ScriptedModel, CountingTool]:
+    model = ScriptedModel(messages=script, prompts=[])
+    weather = CountingTool()
+    extra = kwargs.pop("middleware", [])
+    agent = create_agent(
+        model,
+        [weather.tool],
+        middleware=[LoopGuardMiddleware(guard, **kwargs), *extra],
+        checkpointer=InMemorySaver(),
+    )
+    return agent, model, weather
+
+
+def events_of(guard: LoopGuard) -> list[LoopEvent]:
+    events: list[LoopEvent] = []
+    guard.subscribe(events.append)
+    return events
+
+
+def thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def test_loop_is_warned_then_blocked_and_the_tool_runs_only_as_often_as_allowed() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    agent, model, weather = make_agent(loop_script(CRITICAL + 1), guard)
+
+    result = agent.invoke({"messages": [HumanMessage("weather?")]}, thread("t1"))
+
+    # Calls 1..CRITICAL run (identical outcomes); call CRITICAL+1 is blocked before it runs.
+    assert weather.executions == CRITICAL
+    seen = model.tool_results_seen()
+    assert len(seen) == CRITICAL + 1
+    warned = [i for i, text in enumerate(seen) if "WARNING: You have called get_weather" in text]
+    # The warning is emitted on the call that already has WARNING identical predecessors.
+    assert warned == [WARNING]
+    assert seen[WARNING].startswith("It is 21C in Paris.")
+    assert seen[-1].startswith("CRITICAL: Called get_weather with identical arguments")
+    blocked = result["messages"][-2]
+    assert isinstance(blocked, ToolMessage) and blocked.status == "error"
+    assert blocked.artifact["details"]["deniedReason"] == "tool-loop"
+    assert result["messages"][-1].content == "I give up."
+    assert [(e.action, e.detector) for e in events] == [
+        ("warn", "generic_repeat"),
+        ("block", "generic_repeat"),
+    ]
+    assert {e.session for e in events} == {"t1"}
+
+
+def test_second_run_on_the_same_thread_starts_clean() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    script = itertools.chain(loop_script(CRITICAL + 1), loop_script(CRITICAL + 1))
+    agent, _model, weather = make_agent(script, guard)
+
+    agent.invoke({"messages": [HumanMessage("weather?")]}, thread("t1"))
+    agent.invoke({"messages": [HumanMessage("and now?")]}, thread("t1"))
+
+    assert weather.executions == 2 * CRITICAL
+    run_ids = [e.run_id for e in events]
+    assert len(set(run_ids)) == 2  # a fresh run id per invoke, same thread as session
+    assert [e.action for e in events] == ["warn", "block", "warn", "block"]
+
+
+def test_stop_after_blocks_ends_the_run_with_the_reason() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    agent, model, weather = make_agent(loop_script(CRITICAL + 5), guard, stop_after_blocks=1)
+
+    result = agent.invoke({"messages": [HumanMessage("weather?")]}, thread("t1"))
+
+    assert weather.executions == CRITICAL
+    final = result["messages"][-1]
+    assert isinstance(final, AIMessage) and not final.tool_calls
+    assert final.content.startswith("CRITICAL: Called get_weather with identical arguments")
+    assert final.response_metadata["loopwarden"] == {"action": "stop", "detector": "generic_repeat"}
+    # The model was not asked again after the block: CRITICAL + 1 prompts, not more.
+    assert len(model.prompts) == CRITICAL + 1
+
+
+def test_healthy_run_is_untouched() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    cities = [f"City{i}" for i in range(3 * CRITICAL)]
+    script = itertools.chain((call("get_weather", city=c) for c in cities), [AIMessage("Done.")])
+    agent, model, weather = make_agent(script, guard)
+
+    result = agent.invoke({"messages": [HumanMessage("tour")]}, thread("t1"))
+
+    assert weather.executions == len(cities)
+    assert model.tool_results_seen() == [f"It is 21C in {c}." for c in cities]
+    assert result["messages"][-1].content == "Done."
+    assert events == []
+
+
+def test_unknown_tool_is_still_detected() -> None:
+    threshold = 3
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": threshold})
+    events = events_of(guard)
+    agent, model, weather = make_agent(loop_script(threshold + 1, "get_wether", city="X"), guard)
+
+    agent.invoke({"messages": [HumanMessage("weather?")]}, thread("t1"))
+
+    seen = model.tool_results_seen()
+    assert all("is not a valid tool" in text for text in seen[:threshold])
+    assert seen[threshold].startswith("CRITICAL: attempted unavailable tool get_wether 3 times")
+    assert [e.detector for e in events] == ["unknown_tool_repeat"]
+    assert weather.executions == 0
+
+
+def test_async_invoke_goes_through_the_same_guard() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    agent, model, weather = make_agent(loop_script(CRITICAL + 1), guard)
+
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("weather?")]}, thread("t1")))
+
+    assert weather.executions == CRITICAL
+    seen = model.tool_results_seen()
+    assert "WARNING" in seen[WARNING] and seen[-1].startswith("CRITICAL")
+
+
+@pytest.mark.parametrize("guard_first", [True, False])
+def test_loop_surviving_summarisation_aborts_with_compaction_loop_persisted(
+    guard_first: bool,
+) -> None:
+    # Detectors off (enabled absent): only the post-compaction guard acts (SPEC §1.3).
+    window, trigger = 3, 8
+    guard = LoopGuard({"postCompactionGuard": {"windowSize": window}})
+    events = events_of(guard)
+    summariser = GenericFakeChatModel(messages=iter([]))
+    summarise = SummarizationMiddleware(
+        summariser,
+        trigger=("messages", trigger),
+        keep=("messages", 2),
+        summarizer=lambda msgs: "The user wants the weather in Paris.",
+    )
+    model = ScriptedModel(messages=loop_script(50), prompts=[])
+    weather = CountingTool()
+    guard_mw = LoopGuardMiddleware(guard)
+    middleware = [guard_mw, summarise] if guard_first else [summarise, guard_mw]
+    agent = create_agent(model, [weather.tool], middleware=middleware)
+
+    result = agent.invoke({"messages": [HumanMessage("weather?")]})
+
+    # One human message, then two messages per call: the summary comes before the model call
+    # that follows the first call bringing the conversation to `trigger` messages.
+    calls_before_summary = math.ceil((trigger - 1) / 2)
+    assert weather.executions == calls_before_summary + window
+    assert any(
+        isinstance(m, HumanMessage) and "summary of the conversation" in m.text
+        for m in model.prompts[-1]
+    )
+    final = result["messages"][-1]
+    assert final.content.startswith(f"CRITICAL: tool get_weather repeated {window} times")
+    assert final.response_metadata["loopwarden"]["detector"] == "compaction_loop_persisted"
+    assert [(e.type, e.detector) for e in events] == [
+        ("compaction.loop_persisted", "compaction_loop_persisted")
+    ]
+
+
+def test_stop_after_blocks_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="stop_after_blocks"):
+        LoopGuardMiddleware(LoopGuard(), stop_after_blocks=0)
