@@ -1,0 +1,96 @@
+"""Transcript importers: agent run logs in many formats, turned into one neutral shape.
+
+``read_transcripts(path, fmt="auto")`` yields :class:`Trajectory` objects (tool calls with their
+outcomes, and compaction markers) from any format of ``FORMATS.md``. JSONL formats are streamed
+line by line; document formats (one JSON value per file) are loaded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from loopwarden.transcripts import (
+    anthropic,
+    flat_jsonl,
+    mini_swe_agent,
+    openai_chat,
+    openclaw,
+    openhands,
+    swe_agent,
+)
+from loopwarden.transcripts.detect import Detected, detect, iter_sources
+from loopwarden.transcripts.model import (
+    MISSING,
+    Compaction,
+    Item,
+    ToolCall,
+    Trajectory,
+    TranscriptError,
+)
+
+__all__ = [
+    "FORMATS",
+    "MISSING",
+    "Compaction",
+    "Detected",
+    "Item",
+    "NotATranscript",
+    "ToolCall",
+    "Trajectory",
+    "TranscriptError",
+    "detect",
+    "iter_sources",
+    "read_transcripts",
+]
+
+_Reader = Callable[[Path, Any], Iterator[Trajectory]]
+
+
+def _jsonl_only(reader: Callable[[Path], Iterator[Trajectory]]) -> _Reader:
+    def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
+        return reader(path)
+
+    return read
+
+
+_READERS: dict[str, _Reader] = {
+    "openclaw": _jsonl_only(openclaw.read),
+    "swe-agent": swe_agent.read,
+    "mini-swe-agent": mini_swe_agent.read,
+    "openai": openai_chat.read,
+    "anthropic": anthropic.read,
+    "tau-bench": openai_chat.read_tau_bench,
+    "openhands": openhands.read,
+    "jsonl": _jsonl_only(flat_jsonl.read),
+}
+
+FORMATS: tuple[str, ...] = tuple(_READERS)
+"""Every importable format name (the ``--format`` choices besides ``auto``)."""
+
+
+class NotATranscript(TranscriptError):
+    """Raised by auto-detection for a file that holds no known transcript format."""
+
+
+def read_transcripts(path: Path, fmt: str = "auto") -> Iterator[Trajectory]:
+    """Import every trajectory in ``path`` (a file or an OpenHands conversation directory).
+
+    With ``fmt="auto"`` the format is detected; a file that is not a transcript raises
+    :class:`NotATranscript` (callers scanning directories may skip those). Malformed content
+    raises :class:`TranscriptError` naming the file and, for JSONL, the line.
+    """
+    doc: Any = None
+    if fmt == "auto":
+        found = detect(path)
+        if found.format is None:
+            raise NotATranscript(
+                str(path),
+                f"not a recognised transcript ({found.reason}); pass --format to force one",
+            )
+        fmt, doc = found.format, found.doc
+    reader = _READERS.get(fmt)
+    if reader is None:
+        raise ValueError(f"unknown transcript format {fmt!r}; choose from {', '.join(FORMATS)}")
+    return reader(path, doc)

@@ -1,0 +1,96 @@
+"""Reading helpers shared by the importers: gzip-transparent opening, streamed JSONL, JSON docs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from loopwarden.transcripts.model import TranscriptError
+
+
+def open_text(path: Path) -> IO[str]:
+    """Open a transcript as UTF-8 text; ``*.gz`` files are decompressed on the fly."""
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rt", encoding="utf-8")
+        return path.open("r", encoding="utf-8")
+    except OSError as exc:
+        raise TranscriptError(str(path), f"cannot open: {exc.strerror or exc}") from exc
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for every non-blank line, one line at a time.
+
+    A line that is not a JSON object raises :class:`TranscriptError` with its line number, so a
+    corrupt archive is reported precisely instead of being half-analysed in silence.
+    """
+    with open_text(path) as handle:
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                yield lineno, _parse_line(path, lineno, raw)
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise TranscriptError(str(path), f"cannot read: {exc}", lineno + 1) from exc
+
+
+def _parse_line(path: Path, lineno: int, raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(
+            str(path), f"not valid JSON ({exc.msg} at column {exc.colno})", lineno
+        ) from exc
+    if not isinstance(value, dict):
+        raise TranscriptError(
+            str(path), f"expected a JSON object per line, got {type(value).__name__}", lineno
+        )
+    return value
+
+
+def load_json(path: Path) -> Any:
+    """Load a whole-document JSON transcript (SWE-agent, mini-swe-agent, tau-bench, chat lists)."""
+    try:
+        with open_text(path) as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(str(path), f"not valid JSON ({exc.msg})", exc.lineno) from exc
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise TranscriptError(str(path), f"cannot read: {exc}") from exc
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Parse tool arguments that a format stores as a JSON string.
+
+    Invalid or truncated JSON is kept as the raw string (FORMATS.md §4): it is still a stable
+    identity for loop detection, and the call is not lost.
+    """
+    if not isinstance(raw, str):
+        return {} if raw is None else raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a dict, else an empty dict (formats often omit optional objects)."""
+    return value if isinstance(value, dict) else {}
+
+
+def text_of(content: Any) -> str:
+    """Join the text of a string or of a list of ``{type: "text", text}`` blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        ]
+        return "\n".join(parts)
+    return "" if content is None else str(content)

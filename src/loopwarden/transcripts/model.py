@@ -1,0 +1,117 @@
+"""The neutral shape every transcript importer produces (FORMATS.md §0).
+
+A :class:`Trajectory` is one agent run: an ordered list of :class:`ToolCall` items (each with
+its outcome when the transcript recorded one) and :class:`Compaction` markers. Replay feeds
+these items to the guard in order; nothing format-specific survives past the importer.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class _Missing(enum.Enum):
+    """Sentinel type for "the transcript recorded no result" (distinct from a JSON null)."""
+
+    MISSING = "MISSING"
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing.MISSING
+"""No result was recorded for a call (an enum member, so it survives pickling between processes)."""
+
+
+class TranscriptError(Exception):
+    """A transcript file that cannot be read: names the file, the line when known, and why."""
+
+    def __init__(self, path: str, reason: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}")
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool call and, when recorded, its outcome.
+
+    ``result`` is what the tool returned (a string, or an OpenClaw-style ``{content, details}``
+    object), or :data:`MISSING`. ``error`` is an error text; it is the outcome only when
+    ``result`` is :data:`MISSING` (otherwise it just marks the call as failed, as in the
+    loopwarden flat JSONL format).
+    """
+
+    tool: str
+    params: Any
+    tool_call_id: str | None = None
+    result: Any = MISSING
+    error: str | None = None
+    line: int | None = None  # where the call sits in the source file, for messages
+
+    @property
+    def has_outcome(self) -> bool:
+        """True when the transcript recorded a result or an error for this call."""
+        return self.result is not MISSING or self.error is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A context compaction (OpenClaw ``compaction`` entry, OpenHands ``Condensation``...)."""
+
+    line: int | None = None
+
+
+Item = ToolCall | Compaction
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """One run of one agent, in the neutral shape."""
+
+    id: str
+    source: str
+    format: str
+    items: list[Item] = field(default_factory=list)
+    orphan_results: int = 0  # results whose call is not in the file (trimmed slices)
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        """The tool calls only, in order."""
+        return [item for item in self.items if isinstance(item, ToolCall)]
+
+
+class CallLinker:
+    """Builds a trajectory's items, linking results to their calls by tool-call id.
+
+    Formats that split a call and its result into separate records (OpenClaw, OpenAI chat,
+    Anthropic, OpenHands) use it: ``add_call`` appends in call order, ``pending(id)`` finds the
+    call a result belongs to, and a result with no matching call is counted as an orphan.
+    """
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        self.trajectory = trajectory
+        self._pending: dict[str, ToolCall] = {}
+
+    def add_call(self, call: ToolCall) -> ToolCall:
+        """Append a call; if it has an id, remember it until its result arrives."""
+        if call.tool_call_id is None:
+            call.tool_call_id = f"{self.trajectory.id}:{len(self.trajectory.items)}"
+        self._pending[call.tool_call_id] = call
+        self.trajectory.items.append(call)
+        return call
+
+    def add_compaction(self, line: int | None) -> None:
+        """Append a compaction marker."""
+        self.trajectory.items.append(Compaction(line=line))
+
+    def take(self, tool_call_id: Any) -> ToolCall | None:
+        """The pending call with this id (removed from pending), or None for an orphan result."""
+        call = self._pending.pop(str(tool_call_id), None) if tool_call_id is not None else None
+        if call is None:
+            self.trajectory.orphan_results += 1
+        return call

@@ -1,0 +1,85 @@
+"""SWE-agent ``.traj`` files (FORMATS.md §2), versions 0.x and 1.x.
+
+Each ``trajectory[i]`` step is one executed action. In 1.x function-calling runs the structured
+call (tool name, parsed arguments, id) lives in ``history``; steps are paired with the history's
+action items by their action text, in order. Without such a pairing (0.x, or a step missing from
+history) the tool is the action's command word and the parameters are the whole action text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from loopwarden.transcripts._io import as_dict, load_json, parse_arguments
+from loopwarden.transcripts.model import ToolCall, Trajectory, TranscriptError
+
+FORMAT = "swe-agent"
+
+# 0.x forced exits are recorded as pseudo-actions; nothing was executed.
+_PSEUDO_ACTIONS = frozenset({"exit_cost", "exit_format", "exit_context", "exit_api", "exit_error"})
+
+
+def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
+    """Import one ``.traj`` file as one trajectory (the chosen attempt, for retry runs)."""
+    doc = load_json(path) if doc is None else doc
+    if not isinstance(doc, dict) or not isinstance(doc.get("trajectory"), list):
+        raise TranscriptError(str(path), 'not a SWE-agent trajectory: no "trajectory" list')
+    stem = path.name.removesuffix(".traj")
+    trajectory = Trajectory(id=stem, source=str(path), format=FORMAT)
+    structured = _history_calls(doc.get("history"))
+    cursor = 0
+    for index, step in enumerate(doc["trajectory"]):
+        if not isinstance(step, dict):
+            raise TranscriptError(str(path), f"trajectory[{index}] is not an object")
+        action = step.get("action")
+        if not isinstance(action, str) or not action.strip():
+            continue  # 1.x forced exit: the exit message is in thought/response
+        if action.strip() in _PSEUDO_ACTIONS:
+            continue
+        match, cursor = _match(structured, cursor, action)
+        call = match or ToolCall(tool=action.split()[0], params={"command": action.strip()})
+        call.tool_call_id = call.tool_call_id or f"{stem}:{index}"
+        observation = step.get("observation")
+        call.result = observation if isinstance(observation, str) else ""
+        trajectory.items.append(call)
+    yield trajectory
+
+
+def _history_calls(history: Any) -> list[tuple[str, ToolCall]]:
+    """(action text, structured call) for each function-calling action item of the history."""
+    calls: list[tuple[str, ToolCall]] = []
+    if not isinstance(history, list):
+        return calls
+    for item in history:
+        if not isinstance(item, dict) or item.get("is_demo") or item.get("role") != "assistant":
+            continue
+        tool_calls = item.get("tool_calls")
+        action = item.get("action")
+        if not isinstance(tool_calls, list) or not tool_calls or not isinstance(action, str):
+            continue
+        first = as_dict(tool_calls[0])
+        function = as_dict(first.get("function"))
+        name = function.get("name")
+        if not isinstance(name, str):
+            continue
+        call_id = first.get("id")
+        call = ToolCall(
+            tool=name,
+            params=parse_arguments(function.get("arguments")),
+            tool_call_id=str(call_id) if call_id is not None else None,
+        )
+        calls.append((action.strip(), call))
+    return calls
+
+
+def _match(
+    structured: list[tuple[str, ToolCall]], cursor: int, action: str
+) -> tuple[ToolCall | None, int]:
+    """The next history call whose action text equals this step's, searching forward."""
+    wanted = action.strip()
+    for position in range(cursor, len(structured)):
+        if structured[position][0] == wanted:
+            return structured[position][1], position + 1
+    return None, cursor
