@@ -287,24 +287,31 @@ def _block_problems(block: object, prefix: str) -> list[str]:
     return []
 
 
-def _clamp_notices(block: Mapping[str, Any], prefix: str) -> list[str]:
+def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
     """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
     resolved = resolve_config(block)
+
+    def given(key: str) -> str:
+        value = block.get(key)
+        return str(value) if key in block else f"{_NUMERIC_DEFAULTS[key]} (default)"
+
     notices = []
-    given_critical = block.get("criticalThreshold", _NUMERIC_DEFAULTS["criticalThreshold"])
-    if resolved.critical_threshold != given_critical:
+    if resolved.critical_threshold != _positive_int(
+        block.get("criticalThreshold"), _NUMERIC_DEFAULTS["criticalThreshold"]
+    ):
         notices.append(
-            f"{prefix}.criticalThreshold ({given_critical}) must exceed warningThreshold "
-            f"({resolved.warning_threshold}); runtime uses {resolved.critical_threshold}"
+            f"{where}: criticalThreshold {given('criticalThreshold')} is not above "
+            f"warningThreshold {resolved.warning_threshold}; runtime uses criticalThreshold "
+            f"{resolved.critical_threshold}"
         )
-    given_breaker = block.get(
-        "globalCircuitBreakerThreshold", _NUMERIC_DEFAULTS["globalCircuitBreakerThreshold"]
-    )
-    if resolved.global_circuit_breaker_threshold != given_breaker:
+    if resolved.global_circuit_breaker_threshold != _positive_int(
+        block.get("globalCircuitBreakerThreshold"),
+        _NUMERIC_DEFAULTS["globalCircuitBreakerThreshold"],
+    ):
         notices.append(
-            f"{prefix}.globalCircuitBreakerThreshold ({given_breaker}) must exceed "
-            f"criticalThreshold ({resolved.critical_threshold}); runtime uses "
-            f"{resolved.global_circuit_breaker_threshold}"
+            f"{where}: globalCircuitBreakerThreshold {given('globalCircuitBreakerThreshold')} "
+            f"is not above criticalThreshold {resolved.critical_threshold}; runtime uses "
+            f"globalCircuitBreakerThreshold {resolved.global_circuit_breaker_threshold}"
         )
     return notices
 
@@ -364,6 +371,20 @@ def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str,
     return problems, blocks
 
 
+def _validated_notices(full: Mapping[str, Any], paths: list[str]) -> list[str]:
+    """Clamping notices on what runtime actually uses: the global block and each agent's merge."""
+    if not paths:
+        return [f"no {BLOCK_PATH} block found: the defaults apply"]
+    notices = []
+    if BLOCK_PATH in paths:
+        notices.extend(_clamp_notices(effective_config(full, None), BLOCK_PATH))
+    for agent in agent_ids(full):
+        if _agent_block(full, agent) is not None:
+            where = f"agent {agent!r} (global block merged with its own)"
+            notices.extend(_clamp_notices(effective_config(full, agent), where))
+    return notices
+
+
 def validate_config(
     raw: Mapping[str, Any], *, source: str | None = None, whole: bool | None = None
 ) -> ValidatedConfig:
@@ -385,18 +406,13 @@ def validate_config(
         problems.extend(_block_problems(block, path))
     if problems:
         raise ConfigError(problems, source)
-    notices = [n for path, block in blocks for n in _clamp_notices(block, path)]
-    if not blocks:
-        notices.append(f"no {BLOCK_PATH} block found: the defaults apply")
-    for agent in agent_ids(full):
-        if _agent_block(full, agent) is not None and _global_block(full) is not None:
-            where = f"effective config of agent {agent!r}"
-            merged_notices = _clamp_notices(effective_config(full, agent), where)
-            notices.extend(n for n in merged_notices if n not in notices)
+    notices = _validated_notices(full, [path for path, _ in blocks])
     return ValidatedConfig(full=full, notices=tuple(notices), source=source)
 
 
-_JSON5_ERROR = re.compile(r"^<string>:(?P<line>\d+) (?P<msg>.*?)(?: at column (?P<col>\d+))?$")
+_JSON5_ERROR = re.compile(
+    r"^<string>:(?P<line>\d+) (?P<msg>.*?)(?: at column (?P<col>\d+))?$", re.DOTALL
+)
 
 
 def _syntax_problem(exc: ValueError) -> str:
@@ -404,7 +420,8 @@ def _syntax_problem(exc: ValueError) -> str:
     if not match:
         return f"syntax error: {exc}"
     col = match["col"] or "1"
-    return f"syntax error at line {match['line']}, column {col}: {match['msg']}"
+    message = match["msg"].replace("\n", "\\n")  # the offending character may be a newline
+    return f"syntax error at line {match['line']}, column {col}: {message}"
 
 
 def load_config(path: str | Path) -> ValidatedConfig:

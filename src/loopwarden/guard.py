@@ -101,8 +101,11 @@ class LoopGuard:
         self.agent_id = agent_id
         self.send_tools = frozenset(send_tools)
         self.surface_warnings = surface_warnings
-        self.store: SessionStore = store or MemoryStore(
-            session_ttl=session_ttl, max_sessions=max_sessions, clock=clock
+        # `is None`, not `or`: an empty store is falsy (it has __len__).
+        self.store: SessionStore = (
+            store
+            if store is not None
+            else MemoryStore(session_ttl=session_ttl, max_sessions=max_sessions, clock=clock)
         )
         self._subscribers: list[Callable[[LoopEvent], None]] = []
         self._subscribers_lock = threading.Lock()

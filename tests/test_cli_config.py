@@ -1,0 +1,80 @@
+"""`loopwarden --version` and `loopwarden config check`, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import loopwarden as lw
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "openclaw.json"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loopwarden", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_version() -> None:
+    done = run("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"loopwarden {lw.__version__}"
+
+
+def test_check_prints_the_effective_resolved_config_of_an_agent() -> None:
+    done = run("config", "check", str(EXAMPLE), "--agent", "ops")
+    assert done.returncode == 0, done.stderr
+    assert "ok" in done.stdout and "agent 'ops'" in done.stdout
+    assert "runtime uses criticalThreshold 26" in done.stdout
+    body = done.stdout[done.stdout.index("{") :]
+    assert json.loads(body) == lw.load_config(EXAMPLE).resolve("ops").to_camel()
+
+
+def test_check_json_output() -> None:
+    done = run("config", "check", str(EXAMPLE), "--output", "json")
+    assert done.returncode == 0
+    payload = json.loads(done.stdout)
+    assert payload["config"]["warningThreshold"] == 10 and payload["agent"] is None
+    assert payload["notices"]
+
+
+def test_check_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        "{tools: {loopDetection: {repeatThreshold: 3, criticalThreshold: -1}},"
+        ' agents: {list: [{id: "a", tools: {loopDetection: {detectors: {pingPong: "no"}}}}]}}'
+    )
+    done = run("config", "check", str(bad))
+    assert done.returncode == 2
+    assert "3 configuration problems" in done.stderr
+    for path in (
+        "tools.loopDetection.repeatThreshold",
+        "tools.loopDetection.criticalThreshold",
+        "agents.list[0].tools.loopDetection.detectors.pingPong",
+    ):
+        assert path in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_check_syntax_error_and_missing_file_are_one_line_each(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n  tools: {,\n}")
+    done = run("config", "check", str(broken))
+    assert done.returncode == 2 and "syntax error at line 2, column" in done.stderr
+    missing = run("config", "check", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "file not found" in missing.stderr
+    assert "Traceback" not in done.stderr + missing.stderr
+
+
+def test_check_unknown_agent_names_the_known_ones() -> None:
+    done = run("config", "check", str(EXAMPLE), "--agent", "nobody")
+    assert done.returncode == 2
+    assert "no such agent" in done.stderr and "ops, main" in done.stderr
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    done = run()
+    assert done.returncode == 2 and "usage: loopwarden" in done.stderr
