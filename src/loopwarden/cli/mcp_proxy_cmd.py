@@ -1,0 +1,152 @@
+"""``loopwarden mcp-proxy``: put loop protection in front of any MCP server.
+
+    loopwarden mcp-proxy [--config FILE] [--agent ID] [--set K=V]... [--events FILE] -- COMMAND...
+    loopwarden mcp-proxy [options] --url URL [--header "Name: value"]...
+
+The ``mcp`` SDK is imported only when the command runs (``pip install 'loopwarden[mcp]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from loopwarden.cli._options import add_config_options, config_from_args
+from loopwarden.config import ConfigError
+
+_log = logging.getLogger("loopwarden.mcp_proxy")
+
+_DESCRIPTION = (
+    "Serve one MCP client over stdio and forward everything to the MCP server started from "
+    "COMMAND (stdio) or reached at --url (streamable HTTP). Every tools/call goes through "
+    "loopwarden's loop detection: warnings are appended to the tool result, looping calls are "
+    "answered with an isError result and never reach the server. With no config, detection "
+    "is on (enabled=true) with OpenClaw's default thresholds. Logs go to stderr; stdout is the "
+    "MCP protocol."
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``mcp-proxy`` command."""
+    parser = subparsers.add_parser(
+        "mcp-proxy",
+        help="loop protection in front of any MCP server (stdio or streamable HTTP)",
+        description=_DESCRIPTION,
+        usage="loopwarden mcp-proxy [options] -- COMMAND [ARGS...]\n"
+        "       loopwarden mcp-proxy [options] --url URL",
+    )
+    add_config_options(parser)
+    parser.add_argument(
+        "--events", metavar="FILE", type=Path, help="append every loop event as a JSON line"
+    )
+    parser.add_argument("--url", metavar="URL", help="a streamable-HTTP MCP server to wrap")
+    parser.add_argument(
+        "--header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        default=[],
+        help="an HTTP header for --url, e.g. 'Authorization: Bearer ...' (repeatable)",
+    )
+    parser.add_argument(
+        "--call-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=300.0,
+        help="fail a request the server has not answered after SECONDS (default 300; 0: never)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="give up when the server has not initialized after SECONDS (default 30)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="stderr log level (default warning: loop warnings, blocks and failures)",
+    )
+    parser.add_argument(
+        "server_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="the stdio MCP server to start, after --",
+    )
+    parser.set_defaults(handler=run_mcp_proxy)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"loopwarden mcp-proxy: error: {message}\n")
+    return 2
+
+
+def _parse_headers(raw: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for text in raw:
+        name, sep, value = text.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {text!r}: expected 'NAME: VALUE', e.g. 'X-Api-Key: abc'")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _downstream_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Check the server selection; raises ValueError with a how-to-fix message."""
+    command = list(args.server_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and args.url:
+        raise ValueError("give either --url URL or -- COMMAND, not both")
+    if not command and not args.url:
+        raise ValueError(
+            "no MCP server given: add '-- COMMAND [ARGS...]' (e.g. -- npx -y "
+            "@modelcontextprotocol/server-filesystem /tmp) or --url URL"
+        )
+    if args.header and not args.url:
+        raise ValueError("--header only applies to --url servers")
+    if args.call_timeout < 0 or args.connect_timeout <= 0:
+        raise ValueError("--call-timeout must be >= 0 and --connect-timeout > 0 (seconds)")
+    return {
+        "command": tuple(command),
+        "url": args.url,
+        "headers": _parse_headers(args.header),
+        "connect_timeout": args.connect_timeout,
+    }
+
+
+def run_mcp_proxy(args: argparse.Namespace) -> int:
+    """Resolve the config, then run the proxy until the client disconnects."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        downstream = _downstream_kwargs(args)
+        config, notices = config_from_args(args, default_enabled=True)
+    except (ValueError, ConfigError) as exc:
+        return _fail(str(exc))
+    try:
+        import anyio
+
+        from loopwarden.guard import LoopGuard
+        from loopwarden.mcp_proxy import DownstreamSpec, ProxyOptions, serve
+    except ImportError as exc:
+        return _fail(f"the mcp extra is missing ({exc}): pip install 'loopwarden[mcp]'")
+    for notice in notices:
+        _log.info("config: %s", notice)
+    options = ProxyOptions(
+        downstream=DownstreamSpec(**downstream),
+        call_timeout=args.call_timeout or None,
+        events_path=args.events,
+    )
+    guard = LoopGuard(config, agent_id=args.agent)
+    try:
+        code: int = anyio.run(serve, guard, options)
+    except OSError as exc:  # the events file could not be opened
+        return _fail(str(exc))
+    return code

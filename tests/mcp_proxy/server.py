@@ -1,0 +1,139 @@
+"""A small MCP server for the mcp-proxy tests: its tools count their real executions.
+
+Every tool execution appends the tool's name as one line to the file named by the
+``LOOPWARDEN_TEST_COUNTER`` environment variable *before* doing its work, so a test can tell
+how many calls actually reached the server (a call the proxy blocks never gets here).
+
+Run over stdio (default) or streamable HTTP::
+
+    python tests/mcp/server.py
+    python tests/mcp/server.py --http PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.tools import Tool
+
+app = FastMCP(
+    "loopwarden-test-server",
+    instructions="Test server for loopwarden mcp-proxy.",
+    log_level="WARNING",
+)
+
+
+def _count(tool: str) -> None:
+    """Record one real execution of ``tool`` (append-only, flushed at once)."""
+    path = os.environ.get("LOOPWARDEN_TEST_COUNTER")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(tool + "\n")
+
+
+@app.tool()
+def poll(job: str) -> str:
+    """Report the status of a job. It never finishes, so repeated polls make no progress."""
+    _count("poll")
+    return f"job {job}: still running"
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Return the given text unchanged."""
+    _count("echo")
+    return text
+
+
+@app.tool()
+def boom() -> str:
+    """Always fail with an exception (the server turns it into an isError result)."""
+    _count("boom")
+    raise ValueError("boom: this tool always fails")
+
+
+@app.tool()
+def pid() -> int:
+    """Return this server's process id (tests use it to check that no process is orphaned)."""
+    _count("pid")
+    return os.getpid()
+
+
+@app.tool()
+def crash() -> str:
+    """Kill the server process mid-call, as a crashing server would."""
+    _count("crash")
+    os._exit(3)
+
+
+@app.tool()
+async def hang() -> str:
+    """Never answer (until the process is killed)."""
+    _count("hang")
+    await anyio.sleep(3600)
+    return "unreachable"
+
+
+@app.tool()
+def garbage() -> str:
+    """Write a line that is not JSON-RPC to stdout, then answer normally."""
+    _count("garbage")
+    os.write(sys.stdout.fileno(), b"this is not json-rpc\n")
+    return "answered after garbage"
+
+
+@app.tool()
+async def progress(steps: int, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Report ``steps`` progress notifications and one log message, then answer."""
+    _count("progress")
+    await ctx.info("progress tool started")
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+    return f"done after {steps} steps"
+
+
+def _late() -> str:
+    """A tool that only exists after ``add_tool`` ran."""
+    _count("late")
+    return "late tool answered"
+
+
+@app.tool()
+async def add_tool(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Register the ``late`` tool and tell the client that the tool list changed."""
+    _count("add_tool")
+    app._tool_manager._tools["late"] = Tool.from_function(_late, name="late")
+    await ctx.session.send_tool_list_changed()
+    return "added"
+
+
+@app.resource("counter://info", mime_type="text/plain")
+def info() -> str:
+    """A static resource, to check that resources pass through the proxy."""
+    return "loopwarden test server resource"
+
+
+@app.prompt()
+def greet(name: str) -> str:
+    """A prompt, to check that prompts pass through the proxy."""
+    return f"Say hello to {name}."
+
+
+def main() -> None:
+    """Serve over stdio, or streamable HTTP on ``--http PORT``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT")
+    args = parser.parse_args()
+    if args.http is None:
+        app.run("stdio")
+        return
+    app.settings.port = args.http
+    app.run("streamable-http")
+
+
+if __name__ == "__main__":
+    main()
