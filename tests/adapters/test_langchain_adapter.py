@@ -25,9 +25,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
+from loopwarden import LoopGuard  # noqa: E402
 from loopwarden.adapters.langchain import LoopGuardMiddleware  # noqa: E402
 from loopwarden.events import LoopEvent  # noqa: E402
-from loopwarden.guard import LoopGuard  # noqa: E402
 
 WARNING, CRITICAL = 2, 4
 LOOP_CONFIG = {"enabled": True, "warningThreshold": WARNING, "criticalThreshold": CRITICAL}
