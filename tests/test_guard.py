@@ -6,16 +6,16 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 import loopwarden as lw
 from loopwarden.store import GuardSession
 
+T = TypeVar("T")
 CMD = {"command": "npm test"}
 FAIL = {
     "content": [{"type": "text", "text": "1 failing"}],
@@ -279,10 +279,8 @@ def test_unsubscribe_and_failing_subscribers_do_not_break_calls() -> None:
 class _BrokenStore:
     """A store whose every access fails, as a crashed backend would."""
 
-    @contextmanager
-    def session(self, key: str) -> Iterator[GuardSession]:
+    def update(self, key: str, fn: Callable[[GuardSession], T]) -> T:
         raise OSError("backend down")
-        yield GuardSession(key)  # pragma: no cover
 
     def peek(self, key: str) -> GuardSession | None:
         return None

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from loopwarden.canonical import UNDEFINED, hash_tool_call
 from loopwarden.compaction import (
@@ -36,6 +36,7 @@ from loopwarden.store import GuardSession, MemoryStore, RunRecord, SessionStore
 
 logger = logging.getLogger("loopwarden.guard")
 
+_T = TypeVar("_T")
 DecisionAction = Literal["allow", "warn", "block", "stop"]
 ConfigSource = Mapping[str, Any] | ResolvedConfig | str | Path | None
 
@@ -179,6 +180,27 @@ class LoopGuard:
 
     # -- the per-call protocol -------------------------------------------------------------
 
+    def _transact(self, session: str, fn: Callable[[GuardSession], _T], what: str) -> _T | None:
+        """One atomic update of a session; a failure is logged and never reaches the caller."""
+        try:
+            return self.store.update(session, fn)
+        except Exception:
+            logger.exception("loop accounting failed (%s); the tool call proceeds", what)
+            return None
+
+    def _decide(
+        self,
+        session: str,
+        step: Callable[[GuardSession], tuple[Decision, list[LoopEvent]]],
+        what: str,
+    ) -> Decision:
+        outcome = self._transact(session, step, what)
+        if outcome is None:
+            return ALLOW
+        decision, events = outcome
+        self._deliver(events)  # outside the session update: subscribers may call the guard
+        return decision
+
     def before_tool_call(
         self,
         session: str,
@@ -189,15 +211,12 @@ class LoopGuard:
         tool_call_id: str | None = None,
     ) -> Decision:
         """Decide about a call before it runs: allow, warn, block, or stop (stopped run)."""
-        events: list[LoopEvent] = []
-        try:
-            with self.store.session(session) as state:
-                decision = self._before(state, tool, params, run_id, tool_call_id, events)
-        except Exception:
-            logger.exception("loop accounting failed before %s; allowing the call", tool)
-            return ALLOW
-        self._deliver(events)
-        return decision
+
+        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
+            events: list[LoopEvent] = []
+            return self._before(state, tool, params, run_id, tool_call_id, events), events
+
+        return self._decide(session, step, f"before {tool}")
 
     def _before(
         self,
@@ -262,17 +281,13 @@ class LoopGuard:
         tool_call_id: str | None = None,
     ) -> Decision:
         """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7)."""
-        events: list[LoopEvent] = []
-        try:
-            with self.store.session(session) as state:
-                decision = self._after(
-                    state, tool, params, result, error, run_id, tool_call_id, events
-                )
-        except Exception:
-            logger.exception("loop accounting failed after %s; ignoring", tool)
-            return ALLOW
-        self._deliver(events)
-        return decision
+
+        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
+            events: list[LoopEvent] = []
+            decision = self._after(state, tool, params, result, error, run_id, tool_call_id, events)
+            return decision, events
+
+        return self._decide(session, step, f"after {tool}")
 
     def _after(
         self,
@@ -321,44 +336,43 @@ class LoopGuard:
         """Arm the post-compaction guard of the run (call at each successful compaction retry)."""
         if not self.config.compaction_guard_enabled:
             return
-        try:
-            with self.store.session(session) as state:
-                run = normalize_run_id(run_id)
-                guard = state.compaction.get(run)
-                if guard is None:
-                    guard = PostCompactionGuard(True, self.config.post_compaction_window)
-                    state.compaction[run] = guard
-                guard.arm()
-        except Exception:
-            logger.exception("arming the post-compaction guard failed; ignoring")
+        run = normalize_run_id(run_id)
+
+        def arm(state: GuardSession) -> None:
+            guard = state.compaction.get(run)
+            if guard is None:
+                guard = PostCompactionGuard(True, self.config.post_compaction_window)
+                state.compaction[run] = guard
+            guard.arm()
+
+        self._transact(session, arm, "arming the post-compaction guard")
 
     def start_run(self, session: str, run_id: str | None = None) -> None:
         """Mark the start of a run: a fresh run record, no stop, no compaction window."""
-        try:
-            with self.store.session(session) as state:
-                run = normalize_run_id(run_id)
-                state.runs.pop(run, None)
-                state.stopped.pop(run, None)
-                state.compaction.pop(run, None)
-                state.run(run, self.agent_id).started_at = time.time()
-        except Exception:
-            logger.exception("starting run record failed; ignoring")
+        run = normalize_run_id(run_id)
+
+        def start(state: GuardSession) -> None:
+            state.runs.pop(run, None)
+            state.stopped.pop(run, None)
+            state.compaction.pop(run, None)
+            state.run(run, self.agent_id).started_at = time.time()
+
+        self._transact(session, start, "starting a run")
 
     def end_run(
         self, session: str, run_id: str | None = None, *, outcome: str = "completed"
     ) -> RunRecord | None:
         """Mark the end of a run and return its record (``stopped`` if the guard stopped it)."""
-        try:
-            with self.store.session(session) as state:
-                run = normalize_run_id(run_id)
-                record = state.run(run, self.agent_id)
-                record.ended_at = time.time()
-                record.outcome = "stopped" if run in state.stopped else outcome
-                state.compaction.pop(run, None)
-                return record
-        except Exception:
-            logger.exception("ending run record failed; ignoring")
-            return None
+        run = normalize_run_id(run_id)
+
+        def end(state: GuardSession) -> RunRecord:
+            record = state.run(run, self.agent_id)
+            record.ended_at = time.time()
+            record.outcome = "stopped" if run in state.stopped else outcome
+            state.compaction.pop(run, None)
+            return record
+
+        return self._transact(session, end, "ending a run")
 
     def run_record(self, session: str, run_id: str | None = None) -> list[LoopEvent]:
         """The loop events of one run, in order (empty when the run had none)."""

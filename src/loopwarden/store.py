@@ -1,9 +1,10 @@
 """SPEC §6 — where the guard keeps its per-session state, behind a small swappable interface.
 
-A store hands out one :class:`GuardSession` at a time per session key, inside a context manager
-that makes the whole "update this session" step atomic. The default :class:`MemoryStore` keeps
-sessions in process memory, bounded by an idle TTL and an LRU cap. Durable and shared stores
-(SQLite, Redis) implement the same protocol.
+A store applies one function to one session's :class:`GuardSession` as an atomic "update this
+session" step (``store.update(key, fn)``). A store may call ``fn`` more than once (an optimistic
+shared store retries on a conflict), so ``fn`` must only touch the state it is given. The
+default :class:`MemoryStore` keeps sessions in process memory, bounded by an idle TTL and an
+LRU cap. Durable and shared stores (SQLite, Redis) implement the same protocol.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loopwarden.compaction import PostCompactionGuard
 from loopwarden.events import LoopEvent
@@ -25,6 +25,7 @@ MAX_RUN_RECORDS = 64
 MAX_BLOCKED_IDS = 256
 
 RunKey = str | None
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -96,8 +97,8 @@ class GuardSession:
 class SessionStore(Protocol):
     """The interface every store implements."""
 
-    def session(self, key: str) -> AbstractContextManager[GuardSession]:
-        """Exclusive access to one session's state for one atomic update."""
+    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """Apply ``fn`` to the session's state atomically (creating it on first use)."""
         ...
 
     def peek(self, key: str) -> GuardSession | None:
@@ -150,12 +151,11 @@ class MemoryStore:
             self._evict(now)
             return entry[0], entry[1]
 
-    @contextmanager
-    def session(self, key: str) -> Iterator[GuardSession]:
-        """Exclusive access to one session (created on first use)."""
+    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """Apply ``fn`` to the session under its own lock (other sessions run in parallel)."""
         state, lock = self._checkout(key)
         with lock:
-            yield state
+            return fn(state)
 
     def peek(self, key: str) -> GuardSession | None:
         """The session if present and not expired."""
