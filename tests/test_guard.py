@@ -392,3 +392,24 @@ def test_usable_from_asyncio_tasks() -> None:
 
     expected = ["allow", "allow", "warn", "block", "block"]
     assert asyncio.run(main()) == [expected] * 4
+
+
+def test_a_session_snapshot_restores_to_the_same_verdicts() -> None:
+    from loopwarden.store import restore_session, snapshot_session
+
+    config = {"enabled": True, "warningThreshold": 2, "criticalThreshold": 4}
+    guard = lw.LoopGuard(config)
+    for i in range(3):
+        call(guard, run_id="r", call_id=f"c{i}")
+    guard.on_compaction_retry("s", run_id="r")
+    state = guard.store.peek("s")
+    assert state is not None
+    snapshot = json.loads(json.dumps(snapshot_session(state)))
+    restored = restore_session(snapshot)
+    assert snapshot_session(restored) == snapshot_session(state)
+
+    twin = lw.LoopGuard(config)
+    twin.store.update("s", lambda s: s.__dict__.update(restored.__dict__))
+    assert [call(twin, run_id="r").action for _ in range(3)] == [
+        call(guard, run_id="r").action for _ in range(3)
+    ]

@@ -12,13 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from loopwarden.compaction import PostCompactionGuard
 from loopwarden.events import LoopEvent
-from loopwarden.history import SessionState
+from loopwarden.history import SessionState, ToolCallRecord
 
 MAX_WARNING_KEYS = 256
 MAX_RUN_RECORDS = 64
@@ -171,3 +171,76 @@ class MemoryStore:
         with self._lock:
             self._evict(self._clock())
             return len(self._entries)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain-data snapshots, for stores that keep sessions outside this process.
+# Hashes, names and counts only: a snapshot never holds raw arguments or results.
+
+_RECORD_FIELDS = (
+    "tool_name",
+    "args_hash",
+    "tool_call_id",
+    "run_id",
+    "result_hash",
+    "unknown_tool_name",
+    "timestamp",
+)
+
+
+def record_to_dict(record: ToolCallRecord) -> dict[str, Any]:
+    """A history record as a JSON-ready dict."""
+    return {name: getattr(record, name) for name in _RECORD_FIELDS}
+
+
+def record_from_dict(data: dict[str, Any]) -> ToolCallRecord:
+    """Rebuild a history record from :func:`record_to_dict` output."""
+    return ToolCallRecord(
+        tool_name=data["tool_name"],
+        args_hash=data["args_hash"],
+        tool_call_id=data.get("tool_call_id"),
+        run_id=data.get("run_id"),
+        result_hash=data.get("result_hash"),
+        unknown_tool_name=data.get("unknown_tool_name"),
+        timestamp=float(data.get("timestamp") or 0.0),
+    )
+
+
+def _event_from_dict(data: dict[str, Any]) -> LoopEvent:
+    return LoopEvent(**data)
+
+
+def snapshot_session(session: GuardSession) -> dict[str, Any]:
+    """The whole session as JSON-ready plain data (run keys ``None`` become ``""``)."""
+    return {
+        "version": 1,
+        "key": session.key,
+        "history": [record_to_dict(r) for r in session.state.history],
+        "warning_buckets": list(session.warning_buckets.items()),
+        "compaction": [[run or "", g.snapshot()] for run, g in session.compaction.items()],
+        "stopped": [[run or "", reason] for run, reason in session.stopped.items()],
+        "runs": [record.to_dict() for record in session.runs.values()],
+        "blocked_ids": list(session.blocked_ids),
+    }
+
+
+def restore_session(data: dict[str, Any]) -> GuardSession:
+    """Rebuild a session from :func:`snapshot_session` output."""
+    session = GuardSession(data["key"])
+    session.state = session_state_from_records(record_from_dict(r) for r in data["history"])
+    session.warning_buckets = OrderedDict((k, int(v)) for k, v in data["warning_buckets"])
+    session.compaction = {
+        run or None: PostCompactionGuard.restore(snap) for run, snap in data["compaction"]
+    }
+    session.stopped = {run or None: reason for run, reason in data["stopped"]}
+    for run in data["runs"]:
+        events = [_event_from_dict(e) for e in run.pop("events")]
+        record = RunRecord(**run, events=events)
+        session.runs[record.run_id] = record
+    session.blocked_ids = OrderedDict.fromkeys(data["blocked_ids"])
+    return session
+
+
+def session_state_from_records(records: Iterable[ToolCallRecord]) -> SessionState:
+    """A session state holding exactly these records, oldest first."""
+    return SessionState(history=list(records))
