@@ -1,0 +1,251 @@
+"""Replay one trajectory through a real :class:`loopwarden.LoopGuard`, exactly as it would run live.
+
+Each trajectory is one session and one run. Every recorded call goes through
+``before_tool_call``; a call the guard blocks is not executed, so its recorded outcome is never
+fed back, but later calls are still replayed (and counted as "after first block"). A compaction
+marker arms the post-compaction guard (``on_compaction_retry``). Once the guard stops the run,
+the run is over: the remaining calls are not replayed, only counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
+
+RUN_ID = "replay"
+
+# Per-call timeline codes, in rising severity: what the HTML timeline colours.
+OK, WARNED, WARNING_QUIET, BLOCKED, STOPPED, NOT_RUN = "o", "w", "v", "b", "s", "x"
+_SEVERITY = {OK: 0, NOT_RUN: 1, WARNING_QUIET: 2, WARNED: 3, BLOCKED: 4, STOPPED: 5}
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What the guard said about one call: a loop event, or a de-duplicated warning verdict."""
+
+    index: int
+    tool: str
+    level: str
+    action: str  # "warn" | "block" | "stop" | "allow" (a warning verdict not re-emitted)
+    detector: str
+    count: int
+    message: str
+
+    def to_event(self) -> dict[str, Any]:
+        """The JSON ``events[]`` entry (no message, per the report contract)."""
+        return {
+            "index": self.index,
+            "tool": self.tool,
+            "level": self.level,
+            "action": self.action,
+            "detector": self.detector,
+            "count": self.count,
+        }
+
+
+@dataclass(slots=True)
+class TrajectoryReport:
+    """What the guard would have done on one trajectory (tool names and counts only)."""
+
+    id: str
+    source: str
+    format: str
+    tools: list[str] = field(default_factory=list)  # tool name of each call, in order
+    timeline: list[str] = field(default_factory=list)  # one code per call (OK, WARNED...)
+    marks: list[Mark] = field(default_factory=list)
+    compactions: int = 0
+    orphan_results: int = 0
+
+    @property
+    def calls(self) -> int:
+        """Number of tool calls in the transcript."""
+        return len(self.tools)
+
+    @property
+    def events(self) -> list[Mark]:
+        """The emitted loop events: warn, block and stop."""
+        return [mark for mark in self.marks if mark.action != "allow"]
+
+    @property
+    def warnings(self) -> int:
+        """Warnings the guard emitted (de-duplicated repeats are not counted)."""
+        return sum(1 for mark in self.marks if mark.action == "warn")
+
+    @property
+    def blocks(self) -> int:
+        """Calls the guard would have refused to run."""
+        return sum(1 for mark in self.marks if mark.action == "block")
+
+    @property
+    def stopped(self) -> bool:
+        """True when the post-compaction guard would have ended the run."""
+        return any(mark.action == "stop" for mark in self.marks)
+
+    @property
+    def first_warning(self) -> Mark | None:
+        """The first emitted warning."""
+        return next((mark for mark in self.marks if mark.action == "warn"), None)
+
+    @property
+    def first_block(self) -> Mark | None:
+        """The first intervention that cut the run short: a blocked call or a run stop."""
+        return next((mark for mark in self.marks if mark.action in ("block", "stop")), None)
+
+    @property
+    def calls_after_first_block(self) -> int:
+        """Calls recorded after the first block or stop: at most what the guard would save."""
+        first = self.first_block
+        return 0 if first is None else self.calls - first.index - 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The trajectory object of the ``--output json`` contract."""
+        warning, block = self.first_warning, self.first_block
+        return {
+            "id": self.id,
+            "source": self.source,
+            "format": self.format,
+            "calls": self.calls,
+            "warnings": self.warnings,
+            "blocks": self.blocks,
+            "stopped": self.stopped,
+            "first_warning": None
+            if warning is None
+            else {
+                "index": warning.index,
+                "tool": warning.tool,
+                "detector": warning.detector,
+                "count": warning.count,
+            },
+            "first_block": None
+            if block is None
+            else {
+                "index": block.index,
+                "tool": block.tool,
+                "detector": block.detector,
+                "count": block.count,
+                "message": block.message,
+            },
+            "calls_after_first_block": self.calls_after_first_block,
+            "events": [mark.to_event() for mark in self.events],
+        }
+
+
+class Replayer:
+    """Replays trajectories through one guard, each in its own session and run."""
+
+    def __init__(self, guard: LoopGuard) -> None:
+        self.guard = guard
+        self._sessions = 0
+
+    def replay(self, trajectory: Trajectory) -> TrajectoryReport:
+        """Replay one trajectory and report what the guard did."""
+        self._sessions += 1
+        session = f"replay-{self._sessions}"
+        report = TrajectoryReport(
+            id=trajectory.id,
+            source=trajectory.source,
+            format=trajectory.format,
+            orphan_results=trajectory.orphan_results,
+        )
+        self.guard.start_run(session, RUN_ID)
+        stopped = False
+        for item in trajectory.items:
+            if isinstance(item, Compaction):
+                if not stopped:
+                    report.compactions += 1
+                    self.guard.on_compaction_retry(session, run_id=RUN_ID)
+                continue
+            report.tools.append(item.tool)
+            if stopped:
+                report.timeline.append(NOT_RUN)
+                continue
+            report.timeline.append(OK)
+            stopped = self._call(session, item, report)
+        self.guard.end_run(session, RUN_ID)
+        return report
+
+    def _call(self, session: str, call: ToolCall, report: TrajectoryReport) -> bool:
+        """Replay one call; True when the guard stopped the run after it."""
+        index = len(report.tools) - 1
+        before = self.guard.before_tool_call(
+            session, call.tool, call.params, run_id=RUN_ID, tool_call_id=call.tool_call_id
+        )
+        _note(report, index, call.tool, before)
+        if before.action in ("block", "stop") or not call.has_outcome:
+            return False
+        if call.result is MISSING:
+            result, error = UNDEFINED, call.error
+        else:
+            result, error = call.result, None
+        after = self.guard.after_tool_call(
+            session,
+            call.tool,
+            call.params,
+            result=result,
+            error=error,
+            run_id=RUN_ID,
+            tool_call_id=call.tool_call_id,
+        )
+        _note(report, index, call.tool, after)
+        return after.action == "stop"
+
+
+def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -> None:
+    """Record a non-trivial decision as a mark and raise the call's timeline code."""
+    action = decision.action
+    verdict = decision.verdict
+    if action == "stop" and decision.error is not None:
+        error = decision.error
+        mark = Mark(
+            index,
+            tool,
+            "critical",
+            "stop",
+            str(error.detector),
+            int(error.count),
+            str(decision.message or ""),
+        )
+        code = STOPPED
+    elif verdict is not None and verdict.stuck and action in ("warn", "block", "allow"):
+        code = {"warn": WARNED, "block": BLOCKED, "allow": WARNING_QUIET}[action]
+        mark = Mark(
+            index,
+            tool,
+            str(verdict.level),
+            action,
+            str(verdict.detector),
+            int(verdict.count),
+            str(verdict.message or ""),
+        )
+    else:
+        return
+    report.marks.append(mark)
+    if _SEVERITY[code] > _SEVERITY[report.timeline[index]]:
+        report.timeline[index] = code
+
+
+@contextmanager
+def quiet_guard_logs() -> Iterator[None]:
+    """Silence the guard's per-event log lines while replaying (the report says it all).
+
+    Without this, Python's last-resort handler would print every warning and block of a big
+    archive to stderr, and formatting them would dominate the replay time.
+    """
+    names = ["loopwarden"] + [
+        name for name in logging.root.manager.loggerDict if name.startswith("loopwarden.")
+    ]
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, saved, strict=True):
+            lg.disabled = was

@@ -1,0 +1,88 @@
+"""``--output json`` and ``--output jsonl``: the machine-readable report (a stable contract).
+
+json: ``{"loopwarden", "config", "trajectories": [...], "summary", "notices", "errors",
+"skipped"}``. jsonl: one trajectory object per line, then one line holding ``summary`` (with
+``loopwarden``, ``config``, ``notices``, ``errors`` and ``skipped``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from loopwarden import __version__
+from loopwarden.analyze.runner import Analysis, summary
+from loopwarden.analyze.sweep import Variant, sweep_row
+
+
+def _tail(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
+    return {
+        "notices": list(notices),
+        "errors": list(analysis.errors),
+        "skipped": list(analysis.skipped),
+    }
+
+
+def document(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
+    """The whole ``--output json`` document for a single-config analysis."""
+    reports = analysis.reports[0]
+    return {
+        "loopwarden": __version__,
+        "config": analysis.configs[0].to_camel(),
+        "trajectories": [report.to_json() for report in reports],
+        "summary": summary(reports),
+        **_tail(analysis, notices),
+    }
+
+
+def write_json(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
+    """Write the json report."""
+    json.dump(document(analysis, notices), out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def write_jsonl(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
+    """Write one trajectory per line, then the summary line."""
+    reports = analysis.reports[0]
+    for report in reports:
+        out.write(json.dumps(report.to_json(), ensure_ascii=False))
+        out.write("\n")
+    last = {
+        "loopwarden": __version__,
+        "config": analysis.configs[0].to_camel(),
+        "summary": summary(reports),
+        **_tail(analysis, notices),
+    }
+    out.write(json.dumps(last, ensure_ascii=False))
+    out.write("\n")
+
+
+def sweep_rows(analysis: Analysis, variants: Sequence[Variant]) -> list[dict[str, Any]]:
+    """One row per variant, in the order the variants were crossed."""
+    return [
+        sweep_row(variant, config.to_camel(), reports)
+        for variant, config, reports in zip(
+            variants, analysis.configs, analysis.reports, strict=True
+        )
+    ]
+
+
+def write_sweep(
+    analysis: Analysis,
+    variants: Sequence[Variant],
+    notices: Sequence[str],
+    out: TextIO,
+    *,
+    lines: bool,
+) -> None:
+    """The sweep as one json document, or (``lines``) one row per line then a closing line."""
+    rows = sweep_rows(analysis, variants)
+    if lines:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out.write(json.dumps({"loopwarden": __version__, **_tail(analysis, notices)}) + "\n")
+        return
+    payload = {"loopwarden": __version__, "sweep": rows, **_tail(analysis, notices)}
+    json.dump(payload, out, indent=2, ensure_ascii=False)
+    out.write("\n")

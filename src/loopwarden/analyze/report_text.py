@@ -1,0 +1,151 @@
+"""``--output text``: the terminal report (rich): a summary, then each loop, where and why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from loopwarden.analyze.replay import Mark, TrajectoryReport
+from loopwarden.analyze.runner import Analysis, summary
+from loopwarden.analyze.sweep import Variant, sweep_row
+
+MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
+
+
+def _console(out: TextIO) -> Console:
+    return Console(file=out, highlight=False, width=None if out.isatty() else 100)
+
+
+def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
+    """Write the human report for a single-config analysis."""
+    console = _console(out)
+    reports = analysis.reports[0]
+    totals = summary(reports)
+    console.print(
+        f"[bold]loopwarden analyze[/]: {totals['trajectories']} trajectories, "
+        f"{totals['calls']} tool calls, {analysis.files} files",
+        soft_wrap=True,
+    )
+    for notice in notices:
+        console.print(f"[yellow]note[/]: {notice}", soft_wrap=True, markup=True)
+    console.print(_summary_table(totals))
+    loops = [report for report in reports if report.events]
+    if loops:
+        console.print(f"\n[bold]Loops caught[/] ({len(loops)} trajectories)")
+        for report in loops[:MAX_LISTED]:
+            _print_loop(console, report)
+        if len(loops) > MAX_LISTED:
+            console.print(
+                f"… and {len(loops) - MAX_LISTED} more (use --output json or html for all)"
+            )
+    else:
+        console.print("\nNo loops caught: the guard would not have warned or blocked anything.")
+    _print_problems(console, analysis)
+
+
+def _summary_table(totals: dict[str, int]) -> Table:
+    table = Table(title="Summary", title_justify="left", show_header=True)
+    for header in (
+        "trajectories",
+        "tool calls",
+        "warned",
+        "blocked or stopped",
+        "stopped",
+        "calls after first block",
+    ):
+        table.add_column(header, justify="right")
+    table.add_row(
+        *(
+            str(totals[key])
+            for key in (
+                "trajectories",
+                "calls",
+                "with_warning",
+                "with_block",
+                "stopped",
+                "calls_after_first_block",
+            )
+        )
+    )
+    return table
+
+
+def _where(mark: Mark, calls: int) -> str:
+    return f"call {mark.index + 1} of {calls} ({mark.tool})"
+
+
+def _print_loop(console: Console, report: TrajectoryReport) -> None:
+    title = Text.assemble(
+        ("\n● ", "bold"), (report.id, "bold cyan"), f"  [{report.format}] {report.source}"
+    )
+    console.print(title, soft_wrap=True)
+    warning = report.first_warning
+    if warning is not None:
+        console.print(
+            f"  [yellow]warned[/] at {_where(warning, report.calls)}: {warning.detector} "
+            f"×{warning.count}; {report.warnings} warning(s) in total",
+            soft_wrap=True,
+        )
+    block = report.first_block
+    if block is not None:
+        verb = "stopped the run" if block.action == "stop" else "blocked"
+        console.print(
+            f"  [bold red]{verb}[/] at {_where(block, report.calls)}: {block.detector} "
+            f"×{block.count}; {report.blocks} call(s) blocked, "
+            f"{report.calls_after_first_block} later call(s) would not have run",
+            soft_wrap=True,
+        )
+        console.print(Text(f"  why: {block.message}", style="dim"), soft_wrap=True)
+    elif warning is not None:
+        console.print(Text(f"  why: {warning.message}", style="dim"), soft_wrap=True)
+
+
+def _print_problems(console: Console, analysis: Analysis) -> None:
+    if analysis.skipped:
+        console.print(
+            f"\n[dim]skipped {len(analysis.skipped)} file(s) that are not transcripts:[/]"
+        )
+        for line in analysis.skipped:
+            console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
+    if analysis.errors:
+        console.print(f"\n[bold red]{len(analysis.errors)} input error(s)[/]:")
+        for line in analysis.errors:
+            console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+def write_sweep_text(
+    analysis: Analysis, variants: Sequence[Variant], notices: Sequence[str], out: TextIO
+) -> None:
+    """One table row per swept variant."""
+    console = _console(out)
+    for notice in notices:
+        console.print(f"[yellow]note[/]: {notice}", soft_wrap=True)
+    table = Table(title="Sweep", title_justify="left")
+    keys = [key for key, _ in variants[0].settings] if variants else []
+    for key in keys:
+        table.add_column(key, min_width=len(key), no_wrap=True)
+    for header in (
+        "trajectories",
+        "warned",
+        "blocked or stopped",
+        "first block (median call)",
+        "calls saved",
+    ):
+        table.add_column(header, justify="right")
+    for variant, config, reports in zip(variants, analysis.configs, analysis.reports, strict=True):
+        row = sweep_row(variant, config.to_camel(), reports)
+        totals, first = row["summary"], row["first_block_index"]
+        table.add_row(
+            *(value for _, value in variant.settings),
+            str(totals["trajectories"]),
+            str(totals["with_warning"]),
+            str(totals["with_block"]),
+            "-" if first is None else f"{first['median'] + 1:g}",
+            str(totals["calls_after_first_block"]),
+        )
+    console.print(table)
+    _print_problems(console, analysis)

@@ -1,0 +1,66 @@
+"""``--sweep KEY=V1,V2,...``: cross several settings and summarise each variant in one row."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loopwarden import ConfigError
+from loopwarden.analyze.replay import TrajectoryReport
+from loopwarden.analyze.runner import summary
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One combination of swept settings, as ``--set`` strings and as a display mapping."""
+
+    overrides: tuple[str, ...]
+    settings: tuple[tuple[str, str], ...]
+
+
+def parse_sweeps(specs: Sequence[str]) -> list[Variant]:
+    """Expand ``KEY=V1,V2`` specs into their cross product (one variant when there is none).
+
+    Raises :class:`ConfigError` for a spec without ``=`` or without values, or a key given twice.
+    """
+    axes: list[tuple[str, list[str]]] = []
+    for spec in specs:
+        key, sep, raw = spec.partition("=")
+        key = key.strip()
+        values = [value.strip() for value in raw.split(",") if value.strip()]
+        if not sep or not key or not values:
+            raise ConfigError(
+                [f"--sweep {spec!r}: expected KEY=V1,V2,... e.g. criticalThreshold=5,10,20"]
+            )
+        if any(key == seen for seen, _ in axes):
+            raise ConfigError([f"--sweep {key!r} given twice: put all its values in one --sweep"])
+        axes.append((key, values))
+    if not axes:
+        return [Variant((), ())]
+    variants = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        pairs = tuple((key, value) for (key, _), value in zip(axes, combo, strict=True))
+        variants.append(Variant(tuple(f"{k}={v}" for k, v in pairs), pairs))
+    return variants
+
+
+def sweep_row(
+    variant: Variant, config: dict[str, Any], reports: Sequence[TrajectoryReport]
+) -> dict[str, Any]:
+    """One row: the variant's settings, its summary and where the first blocks fall."""
+    positions = [first.index for r in reports if (first := r.first_block) is not None]
+    return {
+        "settings": dict(variant.settings),
+        "config": config,
+        "summary": summary(reports),
+        "first_block_index": None
+        if not positions
+        else {
+            "min": min(positions),
+            "median": statistics.median(positions),
+            "max": max(positions),
+        },
+    }
