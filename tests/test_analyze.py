@@ -1,0 +1,278 @@
+"""``loopwarden analyze``: replay semantics, the JSON contract, outputs, sweep, jobs, exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwarden import __version__, resolve_config
+from loopwarden.cli import main
+
+from _support import shared_path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
+OPENCLAW = "openclaw-session-example.jsonl"
+
+TRAJECTORY_KEYS = {
+    "id", "source", "format", "calls", "warnings", "blocks", "stopped", "first_warning",
+    "first_block", "calls_after_first_block", "events",
+}  # fmt: skip
+SUMMARY_KEYS = {"trajectories", "calls", "with_warning", "with_block", "calls_after_first_block"}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["analyze", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run(capsys, *argv, "--output", "json")
+    return code, json.loads(out)
+
+
+def flat(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def same_call_rows(traj: str, results: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"trajectory": traj, "step": i, "tool": "exec", "args": {"command": "make"},
+         "result": result, "error": None}
+        for i, result in enumerate(results)
+    ]  # fmt: skip
+
+
+# -- the JSON contract ---------------------------------------------------------------------------
+
+
+def test_json_contract_on_the_shipped_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, str(EXAMPLES))
+    assert code == 1  # the OpenClaw loop is stopped after compaction
+    assert doc["loopwarden"] == __version__
+    assert doc["config"] == resolve_config({"enabled": True}).to_camel()
+    assert any("enabled=true" in notice for notice in doc["notices"])
+    assert doc["errors"] == [] and doc["skipped"] == []
+    trajectories = doc["trajectories"]
+    for traj in trajectories:
+        assert set(traj) >= TRAJECTORY_KEYS
+        assert isinstance(traj["calls"], int) and isinstance(traj["stopped"], bool)
+        for event in traj["events"]:
+            assert set(event) == {"index", "tool", "level", "action", "detector", "count"}
+            assert event["action"] in ("warn", "block", "stop")
+            assert 0 <= event["index"] < traj["calls"]
+    summary = doc["summary"]
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["trajectories"] == len(trajectories)
+    assert summary["calls"] == sum(t["calls"] for t in trajectories)
+    assert summary["with_warning"] == sum(1 for t in trajectories if t["warnings"])
+    assert summary["with_block"] == sum(1 for t in trajectories if t["first_block"])
+    assert summary["calls_after_first_block"] == sum(
+        t["calls_after_first_block"] for t in trajectories
+    )
+
+
+def test_openclaw_loop_warns_then_the_compaction_guard_stops_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, doc = run_json(capsys, str(EXAMPLES / OPENCLAW))
+    (traj,) = doc["trajectories"]
+    # 2 healthy calls, then identical exec calls: the 11th sees 10 earlier repeats -> warning.
+    warning_threshold = doc["config"]["warningThreshold"]
+    assert traj["first_warning"] == {
+        "index": 2 + warning_threshold,
+        "tool": "exec",
+        "detector": "generic_repeat",
+        "count": warning_threshold,
+    }
+    # 14 calls before the compaction; the window's 3rd identical outcome aborts the run.
+    window = doc["config"]["postCompactionGuard"]["windowSize"]
+    block = traj["first_block"]
+    assert block["index"] == 14 + window - 1 == traj["calls"] - 1
+    assert block["detector"] == "compaction_loop_persisted" and block["tool"] == "exec"
+    assert "auto-compaction" in block["message"]
+    assert traj["stopped"] is True and traj["blocks"] == 0
+    assert traj["calls_after_first_block"] == 0
+    assert [e["action"] for e in traj["events"]] == ["warn", "stop"]
+
+
+def test_without_the_compaction_entry_the_run_is_not_stopped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = (EXAMPLES / OPENCLAW).read_text().splitlines(keepends=True)
+    kept = [line for line in lines if '"type":"compaction"' not in line.replace(" ", "")]
+    assert len(kept) == len(lines) - 1
+    # Re-link the tree: the entry after the compaction pointed at it.
+    compaction = json.loads(next(line for line in lines if line not in kept))
+    fixed = [line.replace(compaction["id"], compaction["parentId"]) for line in kept]
+    path = tmp_path / "no-compaction.jsonl"
+    path.write_text("".join(fixed))
+    code, doc = run_json(capsys, str(path))
+    (traj,) = doc["trajectories"]
+    assert traj["stopped"] is False and traj["first_block"] is None
+    assert code == 0
+
+
+def test_blocked_calls_are_not_executed_and_later_calls_still_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # 20 identical outcomes, then the same call whose recorded result changed. Live, call 21
+    # is blocked and never runs, so its new result must not reach the history: call 22 (same
+    # new result) is blocked again. Had the blocked result been fed back, 22 would pass.
+    results = ["1 failing"] * 20 + ["0 failing", "0 failing", "0 failing"]
+    path = flat(tmp_path / "loop.jsonl", same_call_rows("r", results))
+    code, doc = run_json(capsys, str(path))
+    (traj,) = doc["trajectories"]
+    critical = doc["config"]["criticalThreshold"]
+    assert traj["first_block"]["index"] == critical
+    assert traj["first_block"]["detector"] == "generic_repeat"
+    assert traj["blocks"] == len(results) - critical
+    assert traj["calls_after_first_block"] == len(results) - critical - 1
+    assert code == 1
+
+
+def test_set_and_config_file_with_agent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = flat(tmp_path / "loop.jsonl", same_call_rows("r", ["same"] * 8))
+    _, doc = run_json(capsys, str(path), "--set", "warningThreshold=3", "--set",
+                      "criticalThreshold=5")  # fmt: skip
+    assert doc["config"]["warningThreshold"] == 3
+    assert doc["trajectories"][0]["first_block"]["index"] == 5
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps({
+        "tools": {"loopDetection": {"enabled": True, "warningThreshold": 2}},
+        "agents": {"list": [{"id": "ops", "tools": {"loopDetection": {"criticalThreshold": 4}}}]},
+    }))  # fmt: skip
+    _, doc = run_json(capsys, str(path), "--config", str(config), "--agent", "ops")
+    assert (doc["config"]["warningThreshold"], doc["config"]["criticalThreshold"]) == (2, 4)
+    assert doc["trajectories"][0]["first_block"]["index"] == 4
+    assert not any("enabled=true" in n for n in doc["notices"])  # the file sets enabled
+
+
+# -- exit codes and errors -----------------------------------------------------------------------
+
+
+def test_exit_0_when_nothing_would_be_blocked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(capsys, str(EXAMPLES / "swe-agent-0x__swe-agent__test-repo-i1.traj"))
+    assert code == 0
+
+
+def test_malformed_file_is_reported_and_the_others_still_analysed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shutil.copy(EXAMPLES / OPENCLAW, tmp_path / "good.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"trajectory": "x", "tool": "t", "args": {}}\n{not json\n')
+    code, out, err = run(capsys, str(tmp_path), "--output", "json")
+    assert code == 2
+    doc = json.loads(out)
+    assert [t["format"] for t in doc["trajectories"]] == ["openclaw"]
+    (error,) = doc["errors"]
+    assert f"{bad}:2:" in error and "not valid JSON" in error
+    assert f"{bad}:2:" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--set", "criticalThreshold=abc"],
+        ["--set", "repeatThreshold=3"],
+        ["--agent", "ops"],
+        ["--sweep", "criticalThreshold"],
+        ["--sweep", "criticalThreshold=5", "--output", "html"],
+    ],
+)
+def test_exit_2_on_config_and_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, err = run(capsys, str(EXAMPLES / OPENCLAW), *argv)
+    assert code == 2 and out == ""
+    assert "error" in err
+
+
+def test_exit_2_on_missing_path_and_bad_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(EXAMPLES / OPENCLAW), "/no/such/dir")
+    assert code == 2 and "/no/such/dir: no such file or directory" in err
+    with pytest.raises(SystemExit) as info:
+        main(["analyze", str(EXAMPLES), "--jobs", "0"])
+    assert info.value.code == 2
+
+
+def test_explicit_non_transcript_is_an_error_but_skipped_in_a_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    meta = tmp_path / "runs.meta.jsonl"
+    meta.write_text(json.dumps({"trajectory": "r", "resolved": True}) + "\n")
+    code, doc = run_json(capsys, str(tmp_path))
+    assert code == 0 and doc["errors"] == [] and len(doc["skipped"]) == 1
+    code, doc = run_json(capsys, str(meta))
+    assert code == 2 and "not a recognised transcript" in doc["errors"][0]
+
+
+# -- other outputs -------------------------------------------------------------------------------
+
+
+def test_jsonl_streams_the_same_trajectories_then_the_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, doc = run_json(capsys, str(EXAMPLES))
+    _, out, _ = run(capsys, str(EXAMPLES), "--output", "jsonl")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[:-1] == doc["trajectories"]
+    assert lines[-1]["summary"] == doc["summary"]
+    assert lines[-1]["config"] == doc["config"]
+
+
+def test_text_report_says_where_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(EXAMPLES))
+    assert code == 1 and err == ""
+    assert "enabled=true" in out  # the report says the defaults were used with enabled=true
+    assert "0192f3a1-7c2e-7b5d-9e44-5a1c3d2b9f00" in out
+    assert "warned at call 13 of 17 (exec): generic_repeat ×10" in out
+    assert "stopped the run at call 17 of 17 (exec): compaction_loop_persisted ×3" in out
+    assert "why: CRITICAL: tool exec repeated 3 times" in out
+    assert "\x1b[" not in out  # no colour codes when stdout is not a terminal
+
+
+def test_out_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    code, out, _ = run(capsys, str(EXAMPLES / OPENCLAW), "--output", "json", "--out", str(target))
+    assert code == 1 and out == ""
+    assert json.loads(target.read_text())["summary"]["trajectories"] == 1
+
+
+def test_jobs_output_is_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for n in range(6):  # several files so the work really is spread
+        shutil.copy(EXAMPLES / OPENCLAW, tmp_path / f"copy{n}.jsonl")
+    flat(tmp_path / "loop.jsonl", same_call_rows("r", ["same"] * 25))
+    paths = [str(EXAMPLES), str(tmp_path)]
+    for output in ("json", "jsonl", "text"):
+        serial = run(capsys, *paths, "--output", output, "--jobs", "1")
+        parallel = run(capsys, *paths, "--output", output, "--jobs", "3")
+        assert serial == parallel
+
+
+def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    sample = str(shared_path("samples"))
+    code, out, _ = run(capsys, sample, "--output", "json", "--sweep",
+                       "criticalThreshold=4,30", "--sweep", "warningThreshold=2,3")  # fmt: skip
+    rows = json.loads(out)["sweep"]
+    assert [tuple(r["settings"].items()) for r in rows] == [
+        (("criticalThreshold", c), ("warningThreshold", w))
+        for c in ("4", "30") for w in ("2", "3")
+    ]  # fmt: skip
+    for row in rows:
+        settings = [f"{k}={v}" for k, v in row["settings"].items()]
+        _, single = run_json(capsys, sample, *(x for s in settings for x in ("--set", s)))
+        assert row["summary"] == single["summary"]
+        assert row["config"] == single["config"]
+    # A lower critical threshold cuts the OpenClaw loop short long before the compaction.
+    saved = [row["summary"]["calls_after_first_block"] for row in rows]
+    assert saved[0] > saved[-1] == 0
+    assert code == 1
+    _, text, _ = run(capsys, sample, "--sweep", "criticalThreshold=4,30")
+    assert "criticalThreshold" in text and "calls saved" in text
