@@ -1,0 +1,95 @@
+"""Volatile-output normalisation (the ``recommended`` profile's ``normalizeVolatile``).
+
+The same failure often comes back with a new timestamp, request id, pid or bash line number
+(``/bin/bash: line 62275: javac: command not found``): identical to a person, different to a
+hash. Before an outcome is hashed, spans that change on every call without meaning progress are
+replaced by fixed placeholders, so repeats of one failure hash the same. Pure functions only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Order matters: the first alternative that matches at a position wins, so the most specific
+# shapes (UUIDs, full timestamps) come before the pieces they contain (hex runs, clock times).
+BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("uuid", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
+    (
+        "timestamp",
+        r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b",
+    ),
+    ("hex", r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{16,}\b"),
+    ("clock", r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"),
+    (
+        "duration",
+        r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hrs|hours)\b",
+    ),
+    ("pid", r"\b(?i:pid)\b[\s:=#]*\d+"),
+    ("attempt", r"\b(?i:attempt)\b\s*#?\d+"),
+    ("line", r"\bline \d+\b"),
+)
+
+
+@dataclass(frozen=True)
+class VolatileNormalizer:
+    """A compiled set of volatile patterns; ``normalize(value)`` returns a normalised copy."""
+
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def build(cls, extra_patterns: Iterable[str] = ()) -> VolatileNormalizer:
+        """Compile the built-in patterns plus user ``volatilePatterns`` (regular expressions)."""
+        parts = [f"(?P<{name}>{rx})" for name, rx in BUILTIN_PATTERNS]
+        parts.extend(f"(?P<user{i}>{rx})" for i, rx in enumerate(extra_patterns))
+        return cls(re.compile("|".join(parts)))
+
+    def text(self, value: str) -> str:
+        """Replace every volatile span of a string with ``<kind>``."""
+        return self.pattern.sub(_placeholder, value)
+
+    def normalize(self, value: Any) -> Any:
+        """A copy of a JSON-like value with every string normalised (other values untouched)."""
+        return _walk(value, self, set(), 0)
+
+
+def _placeholder(match: re.Match[str]) -> str:
+    kind = match.lastgroup or "volatile"
+    return "<volatile>" if kind.startswith("user") else f"<{kind}>"
+
+
+_MAX_DEPTH = 200
+
+
+def _walk(value: Any, normalizer: VolatileNormalizer, seen: set[int], depth: int) -> Any:
+    # Cycles and absurd depth are left as they are: canonical hashing copes with both, and a
+    # normaliser must never be the reason a tool call fails.
+    if isinstance(value, str):
+        return normalizer.text(value)
+    if depth > _MAX_DEPTH or not isinstance(value, (Mapping, list, tuple)) or id(value) in seen:
+        return value
+    seen.add(id(value))
+    try:
+        if isinstance(value, Mapping):
+            return {k: _walk(v, normalizer, seen, depth + 1) for k, v in value.items()}
+        return [_walk(v, normalizer, seen, depth + 1) for v in value]
+    finally:
+        seen.discard(id(value))
+
+
+def validate_patterns(patterns: object) -> list[str]:
+    """Problems with a ``volatilePatterns`` value (a list of valid regular expressions)."""
+    if not isinstance(patterns, list):
+        return [f"must be a list of regular expressions, got {type(patterns).__name__}"]
+    problems = []
+    for i, rx in enumerate(patterns):
+        if not isinstance(rx, str):
+            problems.append(f"[{i}]: must be a string, got {type(rx).__name__}")
+            continue
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            problems.append(f"[{i}]: invalid regular expression {rx!r}: {exc}")
+    return problems
