@@ -97,6 +97,9 @@ def config_from_args(
     block, notices = config_block_from_args(args)
     if "enabled" not in block and default_enabled is not None:
         block["enabled"] = default_enabled
-        source = "the config" if args.config or args.overrides else "no config given"
-        notices.append(f"{source} sets no 'enabled': using enabled={str(default_enabled).lower()}")
+        value = str(default_enabled).lower()
+        if args.config or args.overrides:
+            notices.append(f"the config does not set 'enabled': using enabled={value}")
+        else:
+            notices.append(f"no config given: using the defaults with enabled={value}")
     return resolve_config(block), notices
