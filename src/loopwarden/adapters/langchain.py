@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from loopwarden.adapters._common import (
     RunBook,
     RunState,
+    check_stop_after_blocks,
     detector_of,
     new_run_id,
     stop_reason,
@@ -98,17 +99,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         max_runs: int = 4096,
     ) -> None:
         super().__init__()
-        if stop_after_blocks is not None and (
-            isinstance(stop_after_blocks, bool)
-            or not isinstance(stop_after_blocks, int)
-            or stop_after_blocks < 1
-        ):
-            raise ValueError(
-                "LoopGuardMiddleware(stop_after_blocks=...) must be a positive int or None, "
-                f"got {stop_after_blocks!r}"
-            )
         self.guard = guard
-        self.stop_after_blocks = stop_after_blocks
+        self.stop_after_blocks = check_stop_after_blocks(stop_after_blocks, "LoopGuardMiddleware")
         self.tools = []
         self._runs: RunBook[str] = RunBook(max_runs)
 

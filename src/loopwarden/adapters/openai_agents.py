@@ -37,6 +37,7 @@ from loopwarden.adapters._common import (
     LoopStopped,
     RunBook,
     RunState,
+    check_stop_after_blocks,
     new_run_id,
     output_text,
     parse_arguments,
@@ -125,15 +126,7 @@ class LoopGuardrails:
         stop_after_blocks: int | None = None,
         max_runs: int = 4096,
     ) -> None:
-        if stop_after_blocks is not None and (
-            isinstance(stop_after_blocks, bool)
-            or not isinstance(stop_after_blocks, int)
-            or stop_after_blocks < 1
-        ):
-            raise ValueError(
-                "guard_agent(stop_after_blocks=...) must be a positive int or None, "
-                f"got {stop_after_blocks!r}"
-            )
+        check_stop_after_blocks(stop_after_blocks, "guard_agent")
         if session is not None and not isinstance(session, str) and not callable(session):
             raise TypeError(
                 "guard_agent(session=...) must be a string, a function of the run context "

@@ -1,0 +1,221 @@
+"""PydanticAI adapter: ``LoopGuardCapability``, an agent capability that guards every tool call.
+
+Requires the ``pydantic-ai`` extra (``pip install 'loopwarden[pydantic-ai]'``)::
+
+    from pydantic_ai import Agent
+    from loopwarden import LoopGuard
+    from loopwarden.adapters.pydantic_ai import LoopGuardCapability, LoopStopped
+
+    guard = LoopGuard({"enabled": True})
+    agent = Agent(model, tools=[...], capabilities=[LoopGuardCapability(guard)])
+    try:
+        result = agent.run_sync("...")
+    except LoopStopped as stop:
+        print(stop.reason)
+
+What the model sees:
+
+- **warn**: the tool runs; the warning is appended to a text result, or sent alongside any other
+  result (``ToolReturn.content``).
+- **block**: the tool does not run; the model gets the blocked text as a failed tool result
+  (``ToolFailed``), which does not spend the tool's retry budget.
+- **stop** (a loop that survived a compaction, or ``stop_after_blocks`` blocks in one run): the
+  run raises :class:`AgentRunLoopStopped` (a :class:`LoopStopped` and an ``AgentRunError``) whose
+  ``reason`` says why.
+
+The run id is PydanticAI's ``ctx.run_id``; the session is ``ctx.conversation_id`` (so runs that
+continue a conversation share one history). A ``CompactionPart`` that appears in the conversation
+during a run (provider or application compaction) arms the post-compaction guard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from loopwarden.adapters._common import (
+    LoopStopped,
+    RunBook,
+    RunState,
+    check_stop_after_blocks,
+    stop_reason,
+    with_warning,
+)
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.capabilities.abstract import WrapRunHandler, WrapToolExecuteHandler
+    from pydantic_ai.exceptions import AgentRunError, ToolFailed
+    from pydantic_ai.messages import CompactionPart, ModelMessage, ToolCallPart, ToolReturn
+    from pydantic_ai.tools import RunContext, ToolDefinition
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "loopwarden.adapters.pydantic_ai needs PydanticAI: pip install 'loopwarden[pydantic-ai]'"
+    ) from exc
+
+if TYPE_CHECKING:
+    from pydantic_ai.run import AgentRunResult
+
+    from loopwarden.guard import Decision, LoopGuard
+
+__all__ = ["AgentRunLoopStopped", "LoopGuardCapability", "LoopStopped"]
+
+
+class AgentRunLoopStopped(LoopStopped, AgentRunError):
+    """The loop guard ended a PydanticAI run; catch it as ``LoopStopped`` or ``AgentRunError``."""
+
+
+@dataclass
+class LoopGuardCapability(AbstractCapability[Any]):
+    """Runs every tool call of a PydanticAI agent through a ``LoopGuard``.
+
+    Args:
+        guard: the ``LoopGuard`` deciding about each call.
+        stop_after_blocks: end the run with :class:`AgentRunLoopStopped` once this many calls
+            were blocked in one run; ``None`` (default) keeps answering blocked calls.
+        session: a function of the ``RunContext`` naming the guard session; default: the
+            conversation id (falling back to the run id).
+    """
+
+    guard: LoopGuard
+    _: KW_ONLY
+    stop_after_blocks: int | None = None
+    session: Callable[[RunContext[Any]], str] | None = None
+    id: str | None = "loopwarden"
+    _runs: RunBook[str] = field(default_factory=RunBook, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_stop_after_blocks(self.stop_after_blocks, "LoopGuardCapability")
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not constructible from an agent spec: it needs a live ``LoopGuard``."""
+        return None
+
+    # -- run boundaries -------------------------------------------------------------------------
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """Open the run in the guard, close it however the run ends."""
+        run = self._run(ctx)
+        run.seen_compactions.update(_compaction_keys(ctx.messages))
+        self.guard.start_run(run.session, run.run_id)
+        outcome = "failed"
+        try:
+            result = await handler()
+            outcome = "completed"
+            return result
+        finally:
+            self._runs.pop(run.run_id)
+            self.guard.end_run(run.session, run.run_id, outcome=outcome)
+
+    # -- around each tool call ----------------------------------------------------------------
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        """Ask the guard before the tool runs, record the outcome after it."""
+        run = self._run(ctx)
+        self._note_compaction(run, ctx.messages)
+        params = call.args_as_dict()
+        decision = self.guard.before_tool_call(
+            run.session, call.tool_name, params, run_id=run.run_id, tool_call_id=call.tool_call_id
+        )
+        if decision.action in ("block", "stop"):
+            self._refuse(run, decision)
+        try:
+            result = await handler(args)
+        except Exception as exc:
+            self._after(run, call, params, error=_error_text(exc))
+            raise
+        self._after(run, call, params, result=_outcome_value(result))
+        if decision.action == "warn" and decision.message:
+            return _warned(result, decision.message)
+        return result
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _run(self, ctx: RunContext[Any]) -> RunState:
+        run_id = ctx.run_id or "pydantic-ai"
+        if self.session is not None:
+            session = str(self.session(ctx))
+        else:
+            session = ctx.conversation_id or run_id
+        return self._runs.get(run_id, session, run_id)
+
+    def _note_compaction(self, run: RunState, messages: Iterable[ModelMessage]) -> None:
+        fresh = [key for key in _compaction_keys(messages) if key not in run.seen_compactions]
+        if fresh:
+            run.seen_compactions.update(fresh)
+            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+
+    def _refuse(self, run: RunState, decision: Decision) -> None:
+        if decision.action == "stop":
+            run.stopped = run.stopped or decision
+            raise AgentRunLoopStopped(decision)
+        run.blocks += 1
+        if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
+            run.stopped = run.stopped or decision
+            raise AgentRunLoopStopped(decision)
+        # ToolFailed: the model sees a failed tool result, and the tool's retry budget is kept.
+        raise ToolFailed(stop_reason(decision))
+
+    def _after(self, run: RunState, call: ToolCallPart, params: Any, **outcome: Any) -> None:
+        after = self.guard.after_tool_call(
+            run.session,
+            call.tool_name,
+            params,
+            run_id=run.run_id,
+            tool_call_id=call.tool_call_id,
+            **outcome,
+        )
+        if after.action == "stop":
+            run.stopped = run.stopped or after
+            raise AgentRunLoopStopped(after)
+
+
+def _compaction_keys(messages: Iterable[ModelMessage]) -> list[str]:
+    """A key per CompactionPart in the conversation (a digest: summaries are not kept)."""
+    keys: list[str] = []
+    for message in messages:
+        for part in getattr(message, "parts", ()):
+            if isinstance(part, CompactionPart):
+                text = f"{part.id}\x00{part.content}\x00{part.provider_details}"
+                keys.append(hashlib.sha256(text.encode()).hexdigest())
+    return keys
+
+
+def _error_text(exc: Exception) -> str:
+    """The failure the model is shown: ``ToolFailed``/``ModelRetry`` carry it as ``message``."""
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, str) and message else (str(exc) or type(exc).__name__)
+
+
+def _outcome_value(result: Any) -> Any:
+    """What a tool call produced, for outcome hashing: the return value of a ``ToolReturn``."""
+    return result.return_value if isinstance(result, ToolReturn) else result
+
+
+def _warned(result: Any, warning: str) -> Any:
+    if isinstance(result, str):
+        return with_warning(result, warning)
+    if isinstance(result, ToolReturn):
+        content = result.content
+        if content is None:
+            extra: Any = warning
+        elif isinstance(content, str):
+            extra = with_warning(content, warning)
+        else:
+            extra = [*content, warning]
+        return replace(result, content=extra)
+    # Structured results keep their shape; the warning travels next to them.
+    return ToolReturn(result, content=warning)

@@ -1,0 +1,223 @@
+"""PydanticAI adapter, end to end: Agent + LoopGuardCapability + FunctionModel / TestModel.
+
+``FunctionModel`` plays a script (the same tool call over and over) and records what the model
+was shown; the tool counts its real executions. Nothing talks to the network.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from _support import require_module
+
+require_module("pydantic_ai", "pydantic-ai")
+
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.exceptions import AgentRunError  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    CompactionPart,
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from pydantic_ai.models.test import TestModel  # noqa: E402
+
+from loopwarden import LoopGuard  # noqa: E402
+from loopwarden.adapters import LoopStopped  # noqa: E402
+from loopwarden.adapters.pydantic_ai import AgentRunLoopStopped, LoopGuardCapability  # noqa: E402
+from loopwarden.events import LoopEvent  # noqa: E402
+
+WARNING, CRITICAL = 2, 4
+LOOP_CONFIG = {"enabled": True, "warningThreshold": WARNING, "criticalThreshold": CRITICAL}
+_ids = itertools.count()
+
+
+class Script:
+    """A FunctionModel script: ``calls`` tool calls (args from ``args_for``), then a final text.
+
+    ``returns`` collects the tool results shown to the model, ``notes`` any other user-side text.
+    """
+
+    def __init__(self, calls: int, args_for: Any = None, compact_at: int | None = None) -> None:
+        self.calls, self.made = calls, 0
+        self.args_for = args_for or (lambda i: {"city": "Paris"})
+        self.compact_at = compact_at
+        self.returns: list[tuple[str, str]] = []  # (outcome, text)
+        self.notes: list[str] = []
+        self.model = FunctionModel(self._respond)
+
+    def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart):
+                self.returns.append((part.outcome, part.model_response_str()))
+            elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                self.notes.append(part.content)
+        if self.made >= self.calls:
+            return ModelResponse(parts=[TextPart("I give up.")])
+        self.made += 1
+        parts: list[Any] = [
+            ToolCallPart("get_weather", self.args_for(self.made), tool_call_id=f"c{next(_ids)}")
+        ]
+        if self.made == self.compact_at:  # the provider compacted the conversation here
+            parts.insert(0, CompactionPart(content="The user wants the weather in Paris."))
+        return ModelResponse(parts=parts)
+
+
+def make_agent(script: Script, capability: LoopGuardCapability) -> tuple[Agent[None, str], Any]:
+    counter = {"executions": 0}
+    agent: Agent[None, str] = Agent(script.model, capabilities=[capability])
+
+    # retries=0: a blocked call must not spend the retry budget, or the run would fail here.
+    @agent.tool_plain(retries=0)
+    def get_weather(city: str) -> str:
+        """Current weather of a city."""
+        counter["executions"] += 1
+        return f"It is 21C in {city}."
+
+    return agent, counter
+
+
+def events_of(guard: LoopGuard) -> list[LoopEvent]:
+    events: list[LoopEvent] = []
+    guard.subscribe(events.append)
+    return events
+
+
+def test_loop_is_warned_then_blocked_without_spending_retries() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    blocked_calls = 3
+    script = Script(CRITICAL + blocked_calls)
+    agent, counter = make_agent(script, LoopGuardCapability(guard))
+
+    result = agent.run_sync("weather?")
+
+    assert counter["executions"] == CRITICAL
+    assert result.output == "I give up."
+    outcomes = [outcome for outcome, _ in script.returns]
+    assert outcomes == ["success"] * CRITICAL + ["failed"] * blocked_calls
+    texts = [text for _, text in script.returns]
+    warned = [i for i, text in enumerate(texts) if "WARNING: You have called get_weather" in text]
+    assert warned == [WARNING]
+    assert texts[WARNING].startswith("It is 21C in Paris.\n\nWARNING")
+    # A failed tool result reaches the model as {"error": <blocked text>}.
+    assert all("CRITICAL: Called get_weather with identical" in t for t in texts[CRITICAL:])
+    assert [e.action for e in events] == ["warn"] + ["block"] * blocked_calls
+    assert {e.run_id for e in events} == {result.run_id}
+
+
+def test_second_run_of_the_conversation_starts_clean() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    script = Script(CRITICAL + 1)
+    agent, counter = make_agent(script, LoopGuardCapability(guard))
+
+    first = agent.run_sync("weather?")
+    script.made = 0  # the model loops again in the follow-up run
+    second = agent.run_sync("and now?", message_history=first.all_messages())
+
+    assert counter["executions"] == 2 * CRITICAL
+    assert first.run_id != second.run_id
+    assert [(e.action, e.run_id) for e in events] == [
+        ("warn", first.run_id),
+        ("block", first.run_id),
+        ("warn", second.run_id),
+        ("block", second.run_id),
+    ]
+    assert len({e.session for e in events}) == 1  # one conversation, one session
+
+
+def test_stop_after_blocks_raises_a_clear_loopwarden_error() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    script = Script(CRITICAL + 5)
+    agent, counter = make_agent(script, LoopGuardCapability(guard, stop_after_blocks=1))
+
+    with pytest.raises(LoopStopped) as caught:
+        agent.run_sync("weather?")
+
+    assert counter["executions"] == CRITICAL
+    assert script.made == CRITICAL + 1  # the model was not asked again after the stop
+    stop = caught.value
+    assert isinstance(stop, AgentRunLoopStopped) and isinstance(stop, AgentRunError)
+    assert stop.reason.startswith("CRITICAL: Called get_weather with identical arguments")
+    assert stop.detector == "generic_repeat"
+
+
+def test_loop_surviving_a_compaction_stops_the_run() -> None:
+    window, compact_at = 3, 3
+    guard = LoopGuard({"postCompactionGuard": {"windowSize": window}})  # detectors off
+    events = events_of(guard)
+    script = Script(20, compact_at=compact_at)
+    agent, counter = make_agent(script, LoopGuardCapability(guard))
+
+    with pytest.raises(AgentRunLoopStopped) as caught:
+        agent.run_sync("weather?")
+
+    # The call that came with the compaction is the first of the window.
+    assert counter["executions"] == compact_at - 1 + window
+    assert caught.value.detector == "compaction_loop_persisted"
+    assert caught.value.reason.startswith(f"CRITICAL: tool get_weather repeated {window} times")
+    assert [e.type for e in events] == ["compaction.loop_persisted"]
+
+
+def test_healthy_run_is_untouched() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    calls = 3 * CRITICAL
+    script = Script(calls, args_for=lambda i: {"city": f"City{i}"})
+    agent, counter = make_agent(script, LoopGuardCapability(guard))
+
+    result = agent.run_sync("tour")
+
+    assert counter["executions"] == calls
+    assert script.returns == [("success", f"It is 21C in City{i}.") for i in range(1, calls + 1)]
+    assert result.output == "I give up."
+    assert events == []
+
+
+def test_test_model_run_is_untouched() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    agent: Agent[None, str] = Agent(TestModel(), capabilities=[LoopGuardCapability(guard)])
+    executions = []
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather of a city."""
+        executions.append(city)
+        return f"It is 21C in {city}."
+
+    result = agent.run_sync("weather?")
+
+    assert len(executions) == 1
+    assert "It is 21C in" in result.output
+    assert events == []
+
+
+def test_warning_on_a_structured_result_travels_next_to_it() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    script = Script(WARNING + 1)
+    agent: Agent[None, str] = Agent(script.model, capabilities=[LoopGuardCapability(guard)])
+
+    @agent.tool_plain
+    def get_weather(city: str) -> dict[str, Any]:
+        """Current weather of a city."""
+        return {"city": city, "celsius": 21}
+
+    agent.run_sync("weather?")
+
+    assert [text for _, text in script.returns][WARNING] == '{"city":"Paris","celsius":21}'
+    assert len(script.notes) == 2  # the prompt, then the warning as its own user content
+    assert script.notes[-1].startswith("WARNING: You have called get_weather 2 times")
+
+
+def test_stop_after_blocks_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="stop_after_blocks"):
+        LoopGuardCapability(LoopGuard(), stop_after_blocks=-1)
