@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loopwarden import canonical
 from loopwarden.canonical import (
     UNDEFINED,
     digest_stable,
@@ -411,7 +412,7 @@ def _shuffled(value: Any, rng: random.Random) -> Any:
     return value
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(_json_like(_json_leaves), st.randoms(use_true_random=False))
 def test_canonical_form_does_not_depend_on_key_order(value: Any, rng: random.Random) -> None:
     assert stable_stringify(_shuffled(value, rng)) == stable_stringify(value)
@@ -427,7 +428,7 @@ def _ints_as_floats(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(_json_like(_json_leaves))
 def test_ints_and_equal_floats_hash_the_same(value: Any) -> None:
     assert digest_stable(_ints_as_floats(value)) == digest_stable(value)
@@ -453,7 +454,7 @@ def _clean_text(text: str) -> str:
 _unique_clean_keys = st.text(st.characters(codec="utf-8"), max_size=6)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(
     st.recursive(
         _json_leaves,
@@ -510,7 +511,7 @@ _odd_keys = (
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.recursive(
         _odd_leaves,
@@ -528,3 +529,124 @@ def test_hashing_never_raises_on_arbitrary_values(value: Any) -> None:
     text.encode("utf-8")  # always valid UTF-8
     assert len(digest_stable(value)) == 64
     assert hash_tool_call("t", value).startswith("t:")
+
+
+# --------------------------------------------------------------------------------------------
+# The fast path (a C JSON encoder behind a type check) against the exact walker
+# --------------------------------------------------------------------------------------------
+
+_ENCODERS = ["stdlib", "orjson"]
+
+
+def _encoder(name: str) -> Any:
+    if name == "orjson":
+        pytest.importorskip("orjson")
+    return canonical._make_encoder(name)
+
+
+_boundary_floats = st.sampled_from(
+    [
+        1e-4,
+        math.nextafter(1e-4, 0),
+        9.999e-5,
+        1e-6,
+        1e-7,
+        1e16,
+        math.nextafter(1e16, 0),
+        1e15 + 0.5,
+        2.0**53 - 0.5,
+        1e21,
+        0.1,
+        -0.5,
+        -0.0,
+        1.0,
+        5e-324,
+        math.nan,
+        math.inf,
+    ]
+)
+_diff_keys = st.text(
+    st.sampled_from('aZ_ \x00\x1f"\\é\ue000\uffff\ud800\udc00') | st.characters(codec=None),
+    max_size=4,
+)
+_diff_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63 - 2, max_value=2**64 + 2)
+    | st.floats()
+    | _boundary_floats
+    | st.text(st.characters(codec=None, exclude_categories=()), max_size=10)
+)
+_diff_values = st.recursive(
+    _diff_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_diff_keys, inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize("name", _ENCODERS)
+@settings(max_examples=250, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_diff_values)
+def test_fast_path_is_byte_identical_to_the_exact_walker(name: str, value: Any) -> None:
+    fast = canonical._stringify_fast(value, _encoder(name))
+    if fast is not None:
+        assert fast == canonical._stringify_exact(value).encode("utf-8")
+
+
+@pytest.mark.parametrize("name", _ENCODERS)
+@settings(max_examples=150)
+@given(number=st.floats(min_value=1e-4, max_value=1e16) | st.floats(-1e16, -1e-4))
+def test_fast_path_floats_match_javascript(name: str, number: float) -> None:
+    fast = canonical._stringify_fast([number], _encoder(name))
+    if fast is not None:
+        assert fast.decode() == f"[{js_number(number)}]"
+
+
+@pytest.mark.parametrize("name", _ENCODERS)
+def test_fast_path_is_taken_for_plain_json(name: str) -> None:
+    value = {"command": "ls -la", "n": 30, "big": -(2**62), "ok": True, "x": None, "r": [0.25]}
+    value["nested"] = {"é": ["\x01 ctl", (1, "t")], "\ue000": 1, "Z": 1.5}
+    fast = canonical._stringify_fast(value, _encoder(name))
+    assert fast is not None
+    assert fast == canonical._stringify_exact(value).encode("utf-8")
+
+
+@pytest.mark.parametrize("name", _ENCODERS)
+@pytest.mark.parametrize(
+    "value",
+    [
+        1.0,  # JavaScript writes 1
+        1e16,  # 10000000000000000
+        1e-5,  # 0.00001
+        math.nan,  # "NaN"
+        {"\U0001f600": 1},  # UTF-16 key order
+        {1: "non-str key"},
+        "lone \ud800",  # removed by the exact walker
+        10**5000,  # beyond int -> str
+        _Color.RED,  # int subclass
+        UNDEFINED,
+        b"bytes",
+        {"set": {1}},
+    ],
+    ids=lambda value: type(value).__name__,  # repr(10**5000) itself would fail
+)
+def test_fast_path_refuses_what_it_would_write_differently(name: str, value: Any) -> None:
+    assert canonical._stringify_fast({"k": [value]}, _encoder(name)) is None
+
+
+def test_fast_path_refuses_cycles_and_deep_nesting() -> None:
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    assert canonical._stringify_fast(cyclic, _encoder("stdlib")) is None
+    deep: list[Any] = []
+    node = deep
+    for _ in range(200):
+        node.append([])
+        node = node[0]
+    assert canonical._stringify_fast(deep, _encoder("stdlib")) is None
+    assert stable_stringify(deep) == "[" * 201 + "]" * 201

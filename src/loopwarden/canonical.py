@@ -5,7 +5,14 @@ sorted by UTF-16 code units, numbers written as JavaScript writes them, lone sur
 cycles written as ``"[Circular]"``. It never raises and never recurses on the data (deep nesting is
 walked with an explicit stack).
 
-The exact walker `_stringify_exact` implements every rule of SPEC §2 for any value.
+Two writers produce that text:
+
+- `_stringify_exact`, the general walker: every rule of SPEC §2, for any value;
+- `_stringify_fast`, tried first: a C JSON encoder (orjson when installed, else the stdlib's),
+  used only when a cheap type walk proves its output is byte for byte the exact walker's.
+  Tool calls are mostly plain JSON (str, int, bool, None, lists, ASCII-keyed dicts), so the hot
+  path rarely pays for the general walker. Tests check both writers against the conformance
+  vectors and against each other on random values.
 """
 
 from __future__ import annotations
@@ -13,11 +20,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import importlib.util
+import json
 import math
 import re
 import traceback
-from json.encoder import encode_basestring
-from typing import Any, Final
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from typing import Any, Final, cast
 
 __all__ = [
     "UNDEFINED",
@@ -332,18 +342,117 @@ def _exception_items(exc: BaseException) -> list[tuple[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
+# The fast path
+# --------------------------------------------------------------------------------------------
+
+_MAX_FAST_DEPTH: Final = 64
+_ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _stringify_fast(value: object, encode: Callable[[object], bytes] | None = None) -> bytes | None:
+    """The canonical UTF-8 bytes from a C JSON encoder, or None when it might differ.
+
+    Sound because `_is_plain` admits only values the encoder writes byte for byte as
+    `_stringify_exact` does, and the encoder's own failures are the remaining cases:
+    lone surrogates (UTF-8 encoding refuses them), ints beyond the encoder's range.
+    """
+    if not _is_plain(value, 0):
+        return None
+    try:
+        return (encode or _fast_encoder())(value)
+    except (ValueError, TypeError):  # surrogates, huge ints: the exact walker handles them
+        return None
+
+
+def _is_plain(value: object, depth: int) -> bool:
+    """True when `value` holds only what a JSON encoder writes exactly as JavaScript would.
+
+    Admitted, by exact type (no subclasses): None, bool, int, str; list, tuple; dict whose keys
+    are str without astral characters (then code-point order, which the encoders sort by, is
+    UTF-16 order); float only when non-integral with 1e-4 <= |x| < 1e16, where repr() and
+    JavaScript both give the shortest digits in fixed notation (1.0, 1e16, 1e-5, NaN are written
+    differently). Nesting deeper than _MAX_FAST_DEPTH is refused, which also rules out cycles.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        number = cast(float, value)
+        return 1e-4 <= abs(number) < 1e16 and not number.is_integer()
+    if depth >= _MAX_FAST_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in cast(dict[Any, Any], value).items():
+            if type(key) is not str or not (key.isascii() or _ASTRAL.search(key) is None):
+                return False
+            if not _is_plain(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(_is_plain(item, depth + 1) for item in cast(list[Any], value))
+    return False
+
+
+def _encode_stdlib(value: object) -> bytes:
+    return "".join(_STDLIB_ENCODER(value, 0)).encode("utf-8")
+
+
+_STDLIB_ENCODER: Final[Callable[[object, int], list[str]]] = (
+    # The C encoder of json.dumps(ensure_ascii=False, separators=(",", ":"), sort_keys=True),
+    # built once: json.dumps would rebuild it on every call.
+    c_make_encoder(None, None, encode_basestring, None, ":", ",", True, False, True)
+    if c_make_encoder is not None
+    else lambda value, _level: [
+        json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode(value)
+    ]
+)
+
+_encoder: Callable[[object], bytes] | None = None
+
+
+def _fast_encoder() -> Callable[[object], bytes]:
+    """orjson when installed (about ten times faster), else the stdlib C encoder."""
+    global _encoder
+    if _encoder is None:
+        _set_fast_encoder("orjson" if importlib.util.find_spec("orjson") else "stdlib")
+        assert _encoder is not None
+    return _encoder
+
+
+def _set_fast_encoder(name: str) -> None:
+    """Choose the fast-path encoder: "orjson" or "stdlib" (benchmarks compare them)."""
+    global _encoder
+    _encoder = _make_encoder(name)
+
+
+def _make_encoder(name: str) -> Callable[[object], bytes]:
+    if name == "orjson":
+        import orjson  # optional: pip install 'loopwarden[fast]'
+
+        dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
+        return lambda value: dumps(value, option=sort_keys)
+    if name == "stdlib":
+        return _encode_stdlib
+    raise ValueError(f"unknown fast encoder {name!r}: use 'orjson' or 'stdlib'")
+
+
+# --------------------------------------------------------------------------------------------
 # Public functions
 # --------------------------------------------------------------------------------------------
 
 
 def stable_stringify(value: object) -> str:
     """The canonical text of `value` (SPEC §2); equal to OpenClaw's for JSON-like values."""
-    return _stringify_exact(value)
+    data = _stringify_fast(value)
+    return data.decode("utf-8") if data is not None else _stringify_exact(value)
 
 
 def digest_stable(value: object) -> str:
     """Lowercase hex SHA-256 of the UTF-8 of `stable_stringify(value)`."""
-    return hashlib.sha256(stable_stringify(value).encode("utf-8")).hexdigest()
+    data = _stringify_fast(value)
+    if data is None:
+        data = _stringify_exact(value).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
 
 
 def normalize_params(tool: str, params: object) -> object:
