@@ -79,6 +79,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run_mcp_proxy)
 
 
+class _RedactProtocolPayloads(logging.Filter):
+    """Keep raw protocol payloads out of the logs (privacy: names, hashes and counts only).
+
+    The SDK logs a message it cannot parse or validate in full, which can include tool
+    arguments and results; only the first clause of such a record is kept.
+    """
+
+    _PREFIXES = ("Failed to parse", "Failed to validate", "Message that failed")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "root" or record.name.startswith("mcp"):
+            text = record.getMessage()
+            if text.startswith(self._PREFIXES):
+                record.msg = text.split(":", 1)[0] + " (payload not logged)"
+                record.args = None
+                record.exc_info = None
+                record.exc_text = None
+        return True
+
+
+def _setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_RedactProtocolPayloads())
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
 def _fail(message: str) -> int:
     sys.stderr.write(f"loopwarden mcp-proxy: error: {message}\n")
     return 2
@@ -120,11 +147,7 @@ def _downstream_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_mcp_proxy(args: argparse.Namespace) -> int:
     """Resolve the config, then run the proxy until the client disconnects."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _setup_logging(args.log_level)
     try:
         downstream = _downstream_kwargs(args)
         config, notices = config_from_args(args, default_enabled=True)

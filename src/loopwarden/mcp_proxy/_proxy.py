@@ -118,7 +118,7 @@ class _Proxy:
             if not isinstance(
                 message.root, types.InitializedNotification | types.CancelledNotification
             ):
-                await self.downstream.notify(message)
+                await self.downstream.notify(_fresh(message.root, types.ClientNotification))
         else:
             _log.error(
                 "the MCP client sent a message that is not valid JSON-RPC (%s)",
@@ -141,7 +141,7 @@ class _Proxy:
             )
         try:
             result = await self.downstream.request(
-                _fresh(request), result_type, timeout=self.options.call_timeout
+                _fresh(request, types.ClientRequest), result_type, timeout=self.options.call_timeout
             )
         except McpError as exc:
             return exc.error
@@ -186,7 +186,7 @@ class _Proxy:
         """Forward one call; an unreachable server becomes an ``isError`` result."""
         try:
             return await self.downstream.request(
-                _fresh(request),
+                _fresh(request, types.ClientRequest),
                 types.CallToolResult,
                 timeout=self.options.call_timeout,
             )
@@ -214,7 +214,7 @@ class _Proxy:
             _log.debug("dropping %s: the client is not connected yet", type(message.root).__name__)
             return
         try:
-            await upstream.send_notification(message)
+            await upstream.send_notification(_fresh(message.root, types.ServerNotification))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             _log.debug("dropping notification: the client went away")
 
@@ -271,15 +271,14 @@ def _outcome_kwargs(outcome: types.CallToolResult | types.ErrorData) -> dict[str
     return {"result": value, "error": failure}
 
 
-def _fresh(request: BaseModel) -> types.ClientRequest:
-    """A copy of a received request fit for sending: only ``method`` and ``params``.
+def _fresh(message: BaseModel, root: type[_R]) -> _R:
+    """A copy of a received request or notification fit for sending: ``method`` and ``params``.
 
-    Why: the SDK parses incoming requests with extra fields allowed, so the received model
+    Why: the SDK parses incoming messages with extra fields allowed, so the received model
     still carries the JSON-RPC envelope (``jsonrpc``, ``id``), which must not be sent again.
     """
-    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    envelope = {key: data[key] for key in ("method", "params") if key in data}
-    return types.ClientRequest.model_validate(envelope)
+    data = message.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return root.model_validate({key: data[key] for key in ("method", "params") if key in data})
 
 
 def _init_options(init: types.InitializeResult) -> InitializationOptions:

@@ -1,0 +1,548 @@
+"""``loopwarden mcp-proxy`` over real stdio, real processes, the real ``mcp`` SDK client.
+
+Each test launches ``python -m loopwarden mcp-proxy ... -- python server.py`` as a subprocess
+and talks MCP to it with the SDK's ``ClientSession``. The test server counts its own tool
+executions in a file, so "the server never saw the blocked call" is checked at the server.
+Every wait is bounded (``anyio.fail_after`` / subprocess timeouts): a regression fails, it
+does not hang the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _support import require_module
+
+from loopwarden.config import resolve_config
+
+SERVER = Path(__file__).with_name("server.py")
+COUNTER_ENV = "LOOPWARDEN_TEST_COUNTER"
+LIMIT = 60.0  # seconds any single test body may take before it counts as a hang
+
+
+@pytest.fixture(autouse=True)
+def _mcp_sdk() -> None:
+    require_module("mcp", "mcp")
+
+
+@pytest.fixture
+def counter(tmp_path: Path) -> Path:
+    return tmp_path / "executions.txt"
+
+
+def executions(counter: Path) -> Counter[str]:
+    """How many times each tool really ran inside the test server."""
+    if not counter.exists():
+        return Counter()
+    return Counter(counter.read_text(encoding="utf-8").split())
+
+
+def proxy_argv(*options: str, server: tuple[str, ...] | None = None) -> list[str]:
+    """argv of the proxy wrapping the test server (or ``server``) over stdio."""
+    target = server if server is not None else (sys.executable, str(SERVER))
+    return [sys.executable, "-m", "loopwarden", "mcp-proxy", *options, "--", *target]
+
+
+def env_for(counter: Path) -> dict[str, str]:
+    return {**os.environ, COUNTER_ENV: str(counter)}
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    """Run one async test body with a hard bound on its duration."""
+
+    async def bounded() -> None:
+        with anyio.fail_after(LIMIT):
+            await body()
+
+    anyio.run(bounded)
+
+
+@asynccontextmanager
+async def connect(
+    argv: list[str], env: dict[str, str], errlog: Any = None, **session_kwargs: Any
+) -> AsyncIterator[Any]:
+    """An initialized SDK ``ClientSession`` to a process started from ``argv``."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+    async with (
+        stdio_client(params, errlog=errlog or sys.stderr) as (read, write),
+        ClientSession(read, write, **session_kwargs) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def texts(result: Any) -> list[str]:
+    return [block.text for block in result.content if block.type == "text"]
+
+
+def dumped(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---------------------------------------------------------------------------- passthrough
+
+
+def test_listings_are_identical_to_the_direct_server(counter: Path) -> None:
+    async def body() -> None:
+        env = env_for(counter)
+        direct_argv = [sys.executable, str(SERVER)]
+        listings = []
+        for argv in (direct_argv, proxy_argv()):
+            async with connect(argv, env) as session:
+                listings.append(
+                    {
+                        "tools": dumped(await session.list_tools()),
+                        "prompts": dumped(await session.list_prompts()),
+                        "resources": dumped(await session.list_resources()),
+                        "prompt": dumped(await session.get_prompt("greet", {"name": "Ada"})),
+                        "read": dumped(await session.read_resource("counter://info")),
+                    }
+                )
+        direct, proxied = listings
+        assert proxied == direct
+        assert {tool["name"] for tool in proxied["tools"]["tools"]} >= {"poll", "echo", "boom"}
+
+    run(body)
+
+
+def test_server_identity_and_capabilities_pass_through(counter: Path) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def initialize(argv: list[str]) -> Any:
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env_for(counter))
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            return await session.initialize()
+
+    async def body() -> None:
+        direct = await initialize([sys.executable, str(SERVER)])
+        proxied = await initialize(proxy_argv())
+        assert proxied.serverInfo.name == direct.serverInfo.name
+        assert proxied.instructions == direct.instructions
+        assert dumped(proxied.capabilities) == dumped(direct.capabilities)
+
+    run(body)
+
+
+def test_notifications_progress_and_logging_pass_through(counter: Path) -> None:
+    from mcp import types
+
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[Any] = []
+    notices: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def on_log(params: Any) -> None:
+        logs.append(params.data)
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ServerNotification):
+            notices.append(type(message.root).__name__)
+
+    async def body() -> None:
+        async with connect(
+            proxy_argv(), env_for(counter), logging_callback=on_log, message_handler=on_message
+        ) as session:
+            result = await session.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
+            assert texts(result) == ["done after 3 steps"]
+            assert [p[0] for p in progress] == [1, 2, 3]
+            assert logs == ["progress tool started"]
+            before = {tool.name for tool in (await session.list_tools()).tools}
+            await session.call_tool("add_tool", {})
+            with anyio.fail_after(10):
+                while "ToolListChangedNotification" not in notices:
+                    await anyio.sleep(0.02)
+            after = {tool.name for tool in (await session.list_tools()).tools}
+            assert after - before == {"late"}
+            assert texts(await session.call_tool("late", {})) == ["late tool answered"]
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------- the guard
+
+
+def test_identical_polls_warn_at_thresholds_then_block_without_reaching_the_server(
+    counter: Path, tmp_path: Path
+) -> None:
+    config = resolve_config({"enabled": True, "warningThreshold": 3, "criticalThreshold": 8})
+    warn, critical = config.warning_threshold, config.critical_threshold
+    events_path = tmp_path / "events.jsonl"
+    secret = "job-secret-7f3a"  # must never appear in the events file (privacy)
+    calls = critical + 4
+
+    async def body() -> None:
+        argv = proxy_argv(
+            f"--set=warningThreshold={warn}",
+            f"--set=criticalThreshold={critical}",
+            f"--events={events_path}",
+        )
+        async with connect(argv, env_for(counter)) as session:
+            results = [await session.call_tool("poll", {"job": secret}) for _ in range(calls)]
+            echoed = await session.call_tool("echo", {"text": "still fine"})
+
+        # SPEC §5/§6: before call k the history holds k-1 identical calls with identical
+        # results. generic_repeat warns once per warningThreshold bucket (k-1 = 3, 6) and
+        # blocks once the no-progress streak reaches criticalThreshold (k-1 >= 8).
+        for k, result in enumerate(results, start=1):
+            body_texts = texts(result)
+            if k - 1 >= critical:
+                assert result.isError, k
+                assert body_texts[0].startswith("CRITICAL:"), k
+                assert result.meta is not None and result.meta["loopwarden/action"] == "block"
+                continue
+            assert not result.isError, k
+            assert body_texts[0] == f"job {secret}: still running"
+            warned = (k - 1) >= warn and (k - 1) % warn == 0
+            assert len(body_texts) == (2 if warned else 1), (k, body_texts)
+            if warned:
+                assert body_texts[1].startswith("WARNING:") and "poll" in body_texts[1]
+        assert not echoed.isError and texts(echoed) == ["still fine"]
+
+    run(body)
+    ran = executions(counter)
+    assert ran["poll"] == critical  # blocked calls never reached the server
+    assert ran["echo"] == 1
+
+    lines = events_path.read_text(encoding="utf-8").splitlines()
+    assert secret not in "\n".join(lines)
+    events = [json.loads(line) for line in lines]
+    warnings = [e for e in events if e["action"] == "warn"]
+    blocks = [e for e in events if e["action"] == "block"]
+    assert [e["count"] for e in warnings] == list(range(warn, critical, warn))
+    assert len(blocks) == calls - critical
+    assert {e["tool_name"] for e in events} == {"poll"}
+    assert {e["type"] for e in events} == {"tool.loop"}
+    assert len({e["session"] for e in events}) == 1
+
+
+def test_run_id_meta_scopes_detection_per_run(counter: Path) -> None:
+    critical = 4
+
+    async def body() -> None:
+        argv = proxy_argv("--set=warningThreshold=2", f"--set=criticalThreshold={critical}")
+        async with connect(argv, env_for(counter)) as session:
+            first = [
+                await session.call_tool("poll", {"job": "a"}, meta={"loopwarden/runId": "run-1"})
+                for _ in range(critical + 1)
+            ]
+            other_run = await session.call_tool(
+                "poll", {"job": "a"}, meta={"loopwarden/runId": "run-2"}
+            )
+            assert [r.isError for r in first] == [False] * critical + [True]
+            assert not other_run.isError  # a new run starts with its own history
+
+    run(body)
+    assert executions(counter)["poll"] == critical + 1
+
+
+def test_compaction_meta_arms_the_post_compaction_guard_and_stops_the_run(counter: Path) -> None:
+    window = resolve_config({}).post_compaction_window
+
+    async def body() -> None:
+        # Thresholds high enough that only the post-compaction guard (SPEC §7) can act.
+        argv = proxy_argv("--set=warningThreshold=50")
+        async with connect(argv, env_for(counter)) as session:
+            meta = {"loopwarden/runId": "turn-1"}
+            compacted = {**meta, "loopwarden/compacted": True}
+            first = await session.call_tool("poll", {"job": "x"}, meta=compacted)
+            rest = [
+                await session.call_tool("poll", {"job": "x"}, meta=meta) for _ in range(window - 1)
+            ]
+            later = [await session.call_tool("echo", {"text": "hi"}, meta=meta) for _ in range(2)]
+            elsewhere = await session.call_tool("echo", {"text": "hi"})
+
+            assert not first.isError and len(texts(first)) == 1
+            stop_note = texts(rest[-1])[-1]
+            assert "compaction" in stop_note and stop_note.startswith("CRITICAL:")
+            for result in later:
+                assert result.isError and texts(result) == [stop_note]
+                assert result.meta is not None and result.meta["loopwarden/action"] == "stop"
+            assert not elsewhere.isError  # the connection's own run is not stopped
+
+    run(body)
+    ran = executions(counter)
+    assert ran["poll"] == window
+    assert ran["echo"] == 1  # only the call outside the stopped run reached the server
+
+
+def test_unknown_tool_errors_count_as_errors(counter: Path) -> None:
+    threshold = 3
+
+    async def body() -> None:
+        argv = proxy_argv(f"--set=unknownToolThreshold={threshold}")
+        async with connect(argv, env_for(counter)) as session:
+            results = [await session.call_tool("no_such_tool", {}) for _ in range(threshold + 1)]
+        assert all(r.isError for r in results)
+        assert "Unknown tool" in texts(results[0])[0]
+        assert texts(results[-1])[0].startswith("CRITICAL: attempted unavailable tool")
+
+    run(body)
+
+
+def test_failing_tool_result_passes_through(counter: Path) -> None:
+    async def body() -> None:
+        async with connect(proxy_argv(), env_for(counter)) as session:
+            result = await session.call_tool("boom", {})
+        assert result.isError and "boom" in texts(result)[0]
+
+    run(body)
+    assert executions(counter)["boom"] == 1
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+def test_downstream_crash_gives_an_error_result_not_a_hang(counter: Path, tmp_path: Path) -> None:
+    errlog_path = tmp_path / "proxy-stderr.txt"
+
+    async def body() -> None:
+        with errlog_path.open("w") as errlog:
+            async with connect(proxy_argv(), env_for(counter), errlog=errlog) as session:
+                crashed = await session.call_tool("crash", {})
+                after = await session.call_tool("echo", {"text": "anyone?"})
+                listing_error = None
+                try:
+                    await session.list_tools()
+                except Exception as exc:
+                    listing_error = str(exc)
+        assert crashed.isError and "not available" in texts(crashed)[0]
+        assert "closed the connection" in texts(crashed)[0]
+        assert after.isError and "not available" in texts(after)[0]
+        assert listing_error is not None and "not available" in listing_error
+
+    run(body)
+    assert executions(counter)["crash"] == 1
+    assert executions(counter)["echo"] == 0
+    assert "closed the connection" in errlog_path.read_text()
+
+
+def test_downstream_hang_times_out_with_a_clear_error(counter: Path) -> None:
+    async def body() -> None:
+        argv = proxy_argv("--call-timeout=1")
+        async with connect(argv, env_for(counter)) as session:
+            hung = await session.call_tool("hang", {})
+            alive = await session.call_tool("echo", {"text": "still here"})
+        assert hung.isError and "did not answer within 1 s" in texts(hung)[0]
+        assert texts(alive) == ["still here"]
+
+    run(body)
+
+
+def test_downstream_garbage_is_reported_and_the_session_survives(
+    counter: Path, tmp_path: Path
+) -> None:
+    errlog_path = tmp_path / "proxy-stderr.txt"
+
+    async def body() -> None:
+        with errlog_path.open("w") as errlog:
+            async with connect(proxy_argv(), env_for(counter), errlog=errlog) as session:
+                result = await session.call_tool("garbage", {})
+                again = await session.call_tool("echo", {"text": "ok"})
+        assert texts(result) == ["answered after garbage"]
+        assert texts(again) == ["ok"]
+
+    run(body)
+    log = errlog_path.read_text()
+    assert "not valid JSON-RPC" in log
+    assert "this is not json-rpc" not in log  # privacy: the line itself is not logged
+
+
+def test_missing_server_command_fails_fast_with_a_clear_message(counter: Path) -> None:
+    done = subprocess.run(
+        proxy_argv(server=("loopwarden-no-such-server-binary",)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        env=env_for(counter),
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "could not start the MCP server" in done.stderr
+    assert "loopwarden-no-such-server-binary" in done.stderr
+    assert done.stdout == ""  # stdout is the protocol: nothing else may be written there
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--url", "http://127.0.0.1:1/mcp", "--", "python", "x.py"], "not both"),
+        ([], "no MCP server given"),
+        (["--header", "X: y", "--", "python", "x.py"], "--header only applies"),
+        (["--url", "http://h/mcp", "--header", "nocolon"], "expected 'NAME: VALUE'"),
+        (["--set", "warningThreshold", "--", "python", "x.py"], "expected KEY=VALUE"),
+        (["--set", "repeatThreshold=3", "--", "python", "x.py"], "repeatThreshold"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_specific_message(argv: list[str], message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "mcp-proxy", *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+
+
+# ---------------------------------------------------------------------------- shutdown
+
+
+def _jsonrpc_line(message: Any) -> bytes:
+    from mcp import types
+
+    return (types.JSONRPCMessage(message).model_dump_json(by_alias=True, exclude_none=True) + "\n").encode()
+
+
+def _start_raw_proxy(counter: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start the proxy with plain pipes, handshake with SDK models, return it and the server pid."""
+    from mcp import types
+
+    proc = subprocess.Popen(
+        proxy_argv(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env_for(counter),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    init = types.InitializeRequestParams(
+        protocolVersion=types.LATEST_PROTOCOL_VERSION,
+        capabilities=types.ClientCapabilities(),
+        clientInfo=types.Implementation(name="raw-test", version="0"),
+    )
+    messages = [
+        types.JSONRPCRequest(
+            jsonrpc="2.0", id=1, method="initialize", params=dumped(init)
+        ),
+        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"),
+        types.JSONRPCRequest(
+            jsonrpc="2.0", id=2, method="tools/call", params={"name": "pid", "arguments": {}}
+        ),
+    ]
+    for message in messages:
+        proc.stdin.write(_jsonrpc_line(message))
+    proc.stdin.flush()
+    answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    assert answers[0]["id"] == 1 and "serverInfo" in answers[0]["result"]
+    server_pid = int(answers[1]["result"]["content"][0]["text"])
+    return proc, server_pid
+
+
+def _gone(pid: int, within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_client_disconnect_exits_cleanly_and_leaves_no_child(counter: Path) -> None:
+    proc, server_pid = _start_raw_proxy(counter)
+    assert not _gone(server_pid, within=0.2)  # the server is really running
+    assert proc.stdin is not None
+    proc.stdin.close()  # the client disconnects
+    assert proc.wait(timeout=LIMIT) == 0
+    assert _gone(server_pid), f"server pid {server_pid} orphaned"
+
+
+def test_sigterm_stops_the_proxy_and_its_server(counter: Path) -> None:
+    proc, server_pid = _start_raw_proxy(counter)
+    proc.send_signal(signal.SIGTERM)  # stdin stays open, as when a client kills the proxy
+    try:
+        assert proc.wait(timeout=LIMIT) == 0
+    finally:
+        proc.kill()
+    assert _gone(server_pid), f"server pid {server_pid} orphaned"
+
+
+# ---------------------------------------------------------------------------- HTTP downstream
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server(counter: Path) -> Any:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)],
+        env=env_for(counter),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None, "test HTTP server exited"
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("test HTTP server did not start listening within 30 s")
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_http_downstream_lists_and_guards(counter: Path, http_server: str) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    critical = 3
+
+    async def body() -> None:
+        async with (
+            streamable_http_client(http_server) as (read, write, _),
+            ClientSession(read, write) as direct,
+        ):
+            await direct.initialize()
+            direct_tools = dumped(await direct.list_tools())
+        argv = [
+            sys.executable,
+            "-m",
+            "loopwarden",
+            "mcp-proxy",
+            "--set=warningThreshold=2",
+            f"--set=criticalThreshold={critical}",
+            "--url",
+            http_server,
+        ]
+        async with connect(argv, env_for(counter)) as session:
+            assert dumped(await session.list_tools()) == direct_tools
+            results = [await session.call_tool("poll", {"job": "h"}) for _ in range(critical + 2)]
+        assert [r.isError for r in results] == [False] * critical + [True, True]
+
+    run(body)
+    assert executions(counter)["poll"] == critical
