@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from loopwarden.canonical import UNDEFINED, hash_tool_call
 from loopwarden.compaction import (
@@ -33,6 +33,9 @@ from loopwarden.detectors import Verdict, detect
 from loopwarden.events import Action, EventType, LoopEvent
 from loopwarden.history import normalize_run_id, record_call, record_outcome
 from loopwarden.store import GuardSession, MemoryStore, RunRecord, SessionStore
+
+if TYPE_CHECKING:
+    from loopwarden.records import RunRecorder
 
 logger = logging.getLogger("loopwarden.guard")
 
@@ -84,6 +87,8 @@ class LoopGuard:
     ``config`` is a ``tools.loopDetection`` block, a whole OpenClaw config (a dict with a
     ``tools`` or ``agents`` key; ``agent_id`` picks the agent), a config file path, or a
     :class:`ResolvedConfig`. A file is validated strictly and raises :class:`ConfigError`.
+    ``record_db`` writes loop events and run starts/ends to a SQLite file (``True``: the
+    default location; see :mod:`loopwarden.records`).
     """
 
     def __init__(
@@ -97,6 +102,7 @@ class LoopGuard:
         max_sessions: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
         store: SessionStore | None = None,
+        record_db: str | Path | bool | None = None,
     ) -> None:
         self.config = _resolve_source(config, agent_id)
         self.agent_id = agent_id
@@ -110,6 +116,12 @@ class LoopGuard:
         )
         self._subscribers: list[Callable[[LoopEvent], None]] = []
         self._subscribers_lock = threading.Lock()
+        # Set by RunRecorder.attach; told about run starts and ends (events come by subscribe).
+        self.recorder: RunRecorder | None = None
+        if record_db is not None and record_db is not False:
+            from loopwarden.records import RunRecorder  # stdlib sqlite3 only when asked
+
+            RunRecorder(None if record_db is True else record_db).attach(self)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -358,6 +370,8 @@ class LoopGuard:
             state.run(run, self.agent_id).started_at = time.time()
 
         self._transact(session, start, "starting a run")
+        if self.recorder is not None:
+            self.recorder.run_started(session, run, self.agent_id)
 
     def end_run(
         self, session: str, run_id: str | None = None, *, outcome: str = "completed"
@@ -372,7 +386,10 @@ class LoopGuard:
             state.compaction.pop(run, None)
             return record
 
-        return self._transact(session, end, "ending a run")
+        ended = self._transact(session, end, "ending a run")
+        if ended is not None and self.recorder is not None:
+            self.recorder.run_ended(ended)
+        return ended
 
     def run_record(self, session: str, run_id: str | None = None) -> list[LoopEvent]:
         """The loop events of one run, in order (empty when the run had none)."""
