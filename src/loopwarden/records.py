@@ -1,0 +1,559 @@
+"""Durable run records in SQLite: every loop event and each run's start and end, across processes.
+
+"Why was this run blocked?" must have an answer after the process is gone. A
+:class:`RunRecorder` attached to a guard writes each loop event (names, hashes, counts and the
+model-visible message; never raw arguments or results) and each run's start and end with its
+outcome to a SQLite file in WAL mode, so several processes can write one file at once.
+
+Records are best effort: a locked, corrupt or unwritable database is logged once with a clear
+reason and the guard keeps working. Rows a transient lock kept out are retried on the next
+write (bounded), so a short lock loses nothing.
+
+One call attaches a recorder to a guard::
+
+    from loopwarden.records import RunRecorder
+    RunRecorder(path).attach(guard)          # path None: the default location
+
+The default file is ``$XDG_STATE_HOME/loopwarden/runs.db`` (``~/.local/state/loopwarden/runs.db``).
+``loopwarden runs list`` / ``loopwarden runs show`` read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loopwarden.events import LoopEvent
+
+if TYPE_CHECKING:
+    from loopwarden.guard import LoopGuard
+    from loopwarden.store import RunRecord
+
+logger = logging.getLogger("loopwarden.records")
+
+PathLike = str | os.PathLike[str]
+
+# Each entry migrates the schema from version i to i + 1 (PRAGMA user_version). Never edit a
+# released entry: append a new one, so every older file upgrades along the same path.
+_MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: runs and their loop events.
+    """
+    CREATE TABLE runs (
+        id          INTEGER PRIMARY KEY,
+        session     TEXT NOT NULL,
+        run_key     TEXT NOT NULL,          -- the run id, '' for calls outside any run
+        agent_id    TEXT,
+        started_at  REAL,
+        ended_at    REAL,
+        outcome     TEXT,
+        stop_reason TEXT,
+        first_seen  REAL NOT NULL,
+        last_seen   REAL NOT NULL
+    );
+    CREATE INDEX runs_by_key ON runs (session, run_key, id);
+    CREATE INDEX runs_by_run_key ON runs (run_key);
+    CREATE INDEX runs_by_last_seen ON runs (last_seen);
+    CREATE TABLE events (
+        id               INTEGER PRIMARY KEY,
+        run              INTEGER NOT NULL REFERENCES runs (id),
+        ts               REAL NOT NULL,
+        type             TEXT NOT NULL,
+        level            TEXT NOT NULL,
+        action           TEXT NOT NULL,
+        detector         TEXT NOT NULL,
+        count            INTEGER NOT NULL,
+        tool_name        TEXT NOT NULL,
+        agent_id         TEXT,
+        message          TEXT NOT NULL,
+        paired_tool_name TEXT,
+        args_hash        TEXT
+    );
+    CREATE INDEX events_by_run ON events (run, id);
+    """,
+    # 1 -> 2: persisted guard sessions (loopwarden.stores.sqlite), plain snapshot JSON.
+    """
+    CREATE TABLE sessions (
+        key        TEXT PRIMARY KEY,
+        data       TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX sessions_by_updated ON sessions (updated_at);
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+_MAX_PENDING = 10_000
+
+
+class RecordsError(Exception):
+    """The run-records database cannot be used; the message says why and what to do.
+
+    ``permanent`` is True when retrying cannot help (a corrupt or too-new file).
+    """
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+def default_db_path() -> Path:
+    """``$XDG_STATE_HOME/loopwarden/runs.db``, or ``~/.local/state/loopwarden/runs.db``."""
+    base = os.environ.get("XDG_STATE_HOME") or ""
+    # The XDG spec says a relative value is invalid and must be ignored.
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "loopwarden" / "runs.db"
+
+
+def _explain(path: Path, exc: sqlite3.Error) -> RecordsError:
+    """A clear error for a sqlite3 failure on ``path``."""
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        return RecordsError(
+            f"{path} is not a usable SQLite database ({text}); move the file away or choose "
+            "another path, and loopwarden will start a fresh one",
+            permanent=True,
+        )
+    if "locked" in text or "busy" in text:
+        return RecordsError(
+            f"{path} is locked by another process ({text}); records resume when the lock "
+            "is released"
+        )
+    if "unable to open" in text or "readonly" in text:
+        return RecordsError(
+            f"cannot write {path} ({text}); check the directory exists and is writable"
+        )
+    return RecordsError(f"{path}: {type(exc).__name__}: {text}")
+
+
+def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Connection:
+    """Open (creating if needed) a records database, in WAL mode, migrated to the current schema.
+
+    Raises :class:`RecordsError` with a clear reason for a corrupt, locked, unwritable or
+    too-new file. ``timeout`` is how long a write waits for another process's lock.
+    """
+    db = Path(path) if path is not None else default_db_path()
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecordsError(f"cannot create the directory of {db}: {exc}") from None
+    conn: sqlite3.Connection | None = None
+    try:
+        # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE) so a writer never
+        # upgrades a read lock into a deadlock with another process.
+        conn = sqlite3.connect(db, timeout=timeout, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        _migrate(conn, db)
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        raise _explain(db, exc) from None
+    except RecordsError:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise RecordsError(
+            f"{path} has records schema version {version}, newer than this loopwarden "
+            f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
+            permanent=True,
+        )
+    conn.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then re-check
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _MIGRATIONS[step].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            logger.info("run records %s: schema migrated to version %d", path, step + 1)
+        conn.execute(f"PRAGMA user_version={max(version, SCHEMA_VERSION)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+# A pending write: a function that applies one row change inside an open transaction.
+_Write = Callable[[sqlite3.Connection], None]
+
+
+def _run_row(conn: sqlite3.Connection, session: str, run_key: str, now: float) -> int:
+    """The latest row of (session, run), created on first sight."""
+    row = conn.execute(
+        "SELECT id FROM runs WHERE session = ? AND run_key = ? ORDER BY id DESC LIMIT 1",
+        (session, run_key),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    cur = conn.execute(
+        "INSERT INTO runs (session, run_key, first_seen, last_seen) VALUES (?, ?, ?, ?)",
+        (session, run_key, now, now),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def _write_event(event: LoopEvent) -> _Write:
+    def write(conn: sqlite3.Connection) -> None:
+        ts = event.timestamp or time.time()
+        run = _run_row(conn, event.session, event.run_id or "", ts)
+        conn.execute(
+            "UPDATE runs SET last_seen = max(last_seen, ?), agent_id = coalesce(agent_id, ?) "
+            "WHERE id = ?",
+            (ts, event.agent_id, run),
+        )
+        conn.execute(
+            "INSERT INTO events (run, ts, type, level, action, detector, count, tool_name, "
+            "agent_id, message, paired_tool_name, args_hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run,
+                ts,
+                event.type,
+                event.level,
+                event.action,
+                event.detector,
+                event.count,
+                event.tool_name,
+                event.agent_id,
+                event.message,
+                event.paired_tool_name,
+                event.args_hash,
+            ),
+        )
+
+    return write
+
+
+def _write_start(session: str, run_key: str, agent_id: str | None, at: float) -> _Write:
+    def write(conn: sqlite3.Connection) -> None:
+        # A (re)started run gets a fresh row, like the guard's fresh in-memory run record.
+        conn.execute(
+            "INSERT INTO runs (session, run_key, agent_id, started_at, first_seen, last_seen) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (session, run_key, agent_id, at, at, at),
+        )
+
+    return write
+
+
+def _write_end(
+    session: str,
+    run_key: str,
+    agent_id: str | None,
+    at: float,
+    outcome: str | None,
+    stop_reason: str | None,
+) -> _Write:
+    def write(conn: sqlite3.Connection) -> None:
+        run = _run_row(conn, session, run_key, at)
+        conn.execute(
+            "UPDATE runs SET ended_at = ?, outcome = ?, stop_reason = ?, "
+            "last_seen = max(last_seen, ?), agent_id = coalesce(agent_id, ?) WHERE id = ?",
+            (at, outcome, stop_reason, at, agent_id, run),
+        )
+
+    return write
+
+
+class RunRecorder:
+    """Writes a guard's loop events and run starts/ends to a SQLite file (best effort).
+
+    Thread-safe; one recorder may serve several guards. Attach it with :meth:`attach`, or give
+    ``LoopGuard(record_db=path)``. Errors are logged (once per kind of failure) and never raised.
+    """
+
+    def __init__(self, path: PathLike | None = None, *, timeout: float = 2.0) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._disabled: str | None = None
+        self._pending: deque[_Write] = deque()
+        self._dropped = 0
+        self._last_error: str | None = None
+        self._unsubscribes: list[Callable[[], None]] = []
+        with self._lock:
+            self._connect()
+
+    # -- public API --------------------------------------------------------------------------
+
+    def attach(self, guard: LoopGuard) -> RunRecorder:
+        """Record ``guard``'s loop events and run starts/ends; returns self."""
+        if getattr(guard, "recorder", None) is not self:
+            self._unsubscribes.append(guard.subscribe(self.record_event))
+            guard.recorder = self
+        return self
+
+    @property
+    def ok(self) -> bool:
+        """True while the database is usable and nothing is waiting to be written."""
+        return self._disabled is None and self._conn is not None and not self._pending
+
+    def record_event(self, event: LoopEvent) -> None:
+        """Write one loop event (a guard subscriber)."""
+        self._submit(_write_event(event))
+
+    def run_started(self, session: str, run_id: str | None, agent_id: str | None = None) -> None:
+        """Write the start of a run (called by ``LoopGuard.start_run``)."""
+        self._submit(_write_start(session, run_id or "", agent_id, time.time()))
+
+    def run_ended(self, record: RunRecord) -> None:
+        """Write the end of a run with its outcome (called by ``LoopGuard.end_run``)."""
+        at = record.ended_at or time.time()
+        self._submit(
+            _write_end(
+                record.session,
+                record.run_id or "",
+                record.agent_id,
+                at,
+                record.outcome,
+                record.stop_reason,
+            )
+        )
+
+    def flush(self) -> bool:
+        """Retry rows a lock kept out; True when nothing is left pending."""
+        with self._lock:
+            return self._flush_locked()
+
+    def close(self) -> None:
+        """Flush what can be flushed, detach from guards, close the file."""
+        for unsubscribe in self._unsubscribes:
+            unsubscribe()
+        self._unsubscribes.clear()
+        with self._lock:
+            self._flush_locked()
+            if self._pending:
+                logger.error(
+                    "run records: %d rows could not be written to %s before closing",
+                    len(self._pending),
+                    self.path,
+                )
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> RunRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        try:
+            self._conn = open_db(self.path, timeout=self._timeout)
+        except RecordsError as exc:
+            self._fail(str(exc), permanent=exc.permanent)
+
+    def _fail(self, reason: str, *, permanent: bool) -> None:
+        if permanent:
+            self._disabled = reason
+            self._pending.clear()
+            logger.error("run records disabled: %s (the guard keeps working)", reason)
+        elif reason != self._last_error:  # log each new kind of failure once, not per row
+            logger.error("run records: %s (the guard keeps working)", reason)
+        self._last_error = reason
+
+    def _submit(self, write: _Write) -> None:
+        with self._lock:
+            if self._disabled is not None:
+                return
+            self._pending.append(write)
+            while len(self._pending) > _MAX_PENDING:
+                self._pending.popleft()
+                self._dropped += 1
+                if self._dropped in (1, 100, 10_000):
+                    logger.error(
+                        "run records: %d rows dropped (database unavailable)", self._dropped
+                    )
+            self._flush_locked()
+
+    def _flush_locked(self) -> bool:
+        if self._disabled is not None:
+            return False
+        if self._conn is None:
+            self._connect()
+            if self._conn is None:
+                return False
+        if not self._pending:
+            return True
+        try:
+            with _transaction(self._conn):
+                for write in self._pending:
+                    write(self._conn)
+        except sqlite3.Error as exc:
+            error = _explain(self.path, exc)
+            self._fail(str(error), permanent=error.permanent)
+            return False
+        self._pending.clear()
+        if self._last_error is not None:
+            logger.info("run records: writing to %s again", self.path)
+            self._last_error = None
+        return True
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading (the ``loopwarden runs`` command)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as listed by ``loopwarden runs list``."""
+
+    id: int
+    session: str
+    run_id: str | None
+    agent_id: str | None
+    started_at: float | None
+    ended_at: float | None
+    outcome: str | None
+    stop_reason: str | None
+    first_seen: float
+    last_seen: float
+    warnings: int
+    blocks: int
+    stops: int
+
+    @property
+    def blocked(self) -> bool:
+        """True when the guard blocked a call or stopped the run."""
+        return self.blocks > 0 or self.stops > 0 or self.outcome == "stopped"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "id": self.id,
+            "session": self.session,
+            "run_id": self.run_id,
+            "agent_id": self.agent_id,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "stop_reason": self.stop_reason,
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "warnings": self.warnings,
+            "blocks": self.blocks,
+            "stops": self.stops,
+        }
+
+
+_SUMMARY_SQL = """
+SELECT r.*,
+       coalesce(sum(e.action = 'warn'), 0)  AS warnings,
+       coalesce(sum(e.action = 'block'), 0) AS blocks,
+       coalesce(sum(e.action = 'stop'), 0)  AS stops
+FROM runs r LEFT JOIN events e ON e.run = r.id
+"""
+
+
+def _summary(row: sqlite3.Row) -> RunSummary:
+    return RunSummary(
+        id=row["id"],
+        session=row["session"],
+        run_id=row["run_key"] or None,
+        agent_id=row["agent_id"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        outcome=row["outcome"],
+        stop_reason=row["stop_reason"],
+        first_seen=row["first_seen"],
+        last_seen=row["last_seen"],
+        warnings=int(row["warnings"]),
+        blocks=int(row["blocks"]),
+        stops=int(row["stops"]),
+    )
+
+
+def list_runs(
+    conn: sqlite3.Connection,
+    *,
+    since: float | None = None,
+    blocked_only: bool = False,
+    limit: int | None = None,
+) -> list[RunSummary]:
+    """Runs active at or after ``since`` (epoch seconds), oldest first (the newest ``limit``)."""
+    sql = _SUMMARY_SQL + " WHERE r.last_seen >= ? GROUP BY r.id"
+    if blocked_only:
+        sql += " HAVING blocks > 0 OR stops > 0 OR r.outcome = 'stopped'"
+    sql += " ORDER BY r.last_seen DESC, r.id DESC"
+    params: list[Any] = [since if since is not None else float("-inf")]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    rows = conn.execute(sql, params).fetchall()
+    return [_summary(row) for row in reversed(rows)]
+
+
+def find_runs(
+    conn: sqlite3.Connection, run: str, *, session: str | None = None
+) -> list[RunSummary]:
+    """Runs whose run id is ``run`` (or whose row number is ``#N``), oldest first."""
+    params: list[Any]
+    if run.startswith("#") and run[1:].isdigit():
+        where, params = "r.id = ?", [int(run[1:])]
+    else:
+        where, params = "r.run_key = ?", [run]
+    if session is not None:
+        where += " AND r.session = ?"
+        params.append(session)
+    rows = conn.execute(_SUMMARY_SQL + f" WHERE {where} GROUP BY r.id ORDER BY r.id", params)
+    return [_summary(row) for row in rows.fetchall()]
+
+
+def run_events(conn: sqlite3.Connection, run_row: int) -> list[LoopEvent]:
+    """The loop events of one run row, in the order they happened."""
+    rows = conn.execute("SELECT * FROM events WHERE run = ? ORDER BY id", (run_row,)).fetchall()
+    session_row = conn.execute("SELECT session, run_key FROM runs WHERE id = ?", (run_row,))
+    session, run_key = session_row.fetchone()
+    return [
+        LoopEvent(
+            type=row["type"],
+            level=row["level"],
+            action=row["action"],
+            detector=row["detector"],
+            count=row["count"],
+            tool_name=row["tool_name"],
+            session=session,
+            run_id=run_key or None,
+            agent_id=row["agent_id"],
+            message=row["message"],
+            paired_tool_name=row["paired_tool_name"],
+            args_hash=row["args_hash"],
+            timestamp=row["ts"],
+        )
+        for row in rows
+    ]
