@@ -13,11 +13,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import json5
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic.functional_validators import BeforeValidator
+
+from loopwarden.volatile import validate_patterns
 
 BLOCK_PATH = "tools.loopDetection"
 
@@ -30,6 +32,27 @@ _NUMERIC_DEFAULTS: dict[str, int] = {
 }
 _DETECTOR_KEYS = ("genericRepeat", "knownPollNoProgress", "pingPong")
 _DEFAULT_WINDOW = 3
+
+# Profiles are sets of defaults under the user's own keys. "openclaw" is OpenClaw's behaviour,
+# byte for byte. "recommended" turns on loopwarden's extensions with thresholds chosen from the
+# evaluation in docs/evaluation.md (rerun: python bench/evaluate_profiles.py).
+RECOMMENDED_PROFILE: dict[str, Any] = {
+    "enabled": True,
+    "warningThreshold": 5,
+    "criticalThreshold": 8,
+    "globalCircuitBreakerThreshold": 12,
+    "unknownToolThreshold": 3,
+    "countBlockedCalls": True,
+    "stopAfterBlocks": 2,
+    "normalizeVolatile": True,
+    "detectors": {"consecutiveRepeat": True, "cycle": True, "repeatedError": True},
+    "consecutiveWarningThreshold": 3,
+    "consecutiveCriticalThreshold": 4,
+    "consecutiveAnyResultThreshold": 25,
+    "repeatedErrorThreshold": 4,
+    "maxCyclePeriod": 4,
+}
+PROFILES: dict[str, dict[str, Any]] = {"openclaw": {}, "recommended": RECOMMENDED_PROFILE}
 
 
 class ConfigError(ValueError):
@@ -54,6 +77,33 @@ class DetectorSwitches:
     generic_repeat: bool = True
     known_poll_no_progress: bool = True
     ping_pong: bool = True
+    # loopwarden extensions (off in the default ``openclaw`` profile)
+    consecutive_repeat: bool = False
+    cycle: bool = False
+    repeated_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """A per-tool policy (``toolPolicies.<name>``): a polling tool, exempt, or own thresholds."""
+
+    poll: bool = False
+    exempt: bool = False
+    warning_threshold: int | None = None
+    critical_threshold: int | None = None
+
+    def to_camel(self) -> dict[str, Any]:
+        """The policy in camelCase, only the keys that are set."""
+        out: dict[str, Any] = {}
+        if self.poll:
+            out["poll"] = True
+        if self.exempt:
+            out["exempt"] = True
+        if self.warning_threshold is not None:
+            out["warningThreshold"] = self.warning_threshold
+        if self.critical_threshold is not None:
+            out["criticalThreshold"] = self.critical_threshold
+        return out
 
 
 @dataclass(frozen=True)
@@ -68,6 +118,25 @@ class ResolvedConfig:
     global_circuit_breaker_threshold: int = 30
     detectors: DetectorSwitches = field(default_factory=DetectorSwitches)
     post_compaction_window: int = _DEFAULT_WINDOW
+    # loopwarden extensions; the defaults are the OpenClaw behaviour (everything off).
+    profile: str = "openclaw"
+    count_blocked_calls: bool = False
+    stop_after_blocks: int = 0  # 0: never stop, every block is only a block
+    normalize_volatile: bool = False
+    volatile_patterns: tuple[str, ...] = ()
+    max_cycle_period: int = 4
+    consecutive_warning_threshold: int = 3
+    consecutive_critical_threshold: int = 4
+    consecutive_any_result_threshold: int = 25
+    repeated_error_threshold: int = 4
+    tool_policies: tuple[tuple[str, ToolPolicy], ...] = ()
+
+    def policy(self, tool: str) -> ToolPolicy | None:
+        """The policy declared for ``tool``, if any."""
+        for name, policy in self.tool_policies:
+            if name == tool:
+                return policy
+        return None
 
     @property
     def detection_enabled(self) -> bool:
@@ -97,8 +166,22 @@ class ResolvedConfig:
                 "genericRepeat": self.detectors.generic_repeat,
                 "knownPollNoProgress": self.detectors.known_poll_no_progress,
                 "pingPong": self.detectors.ping_pong,
+                "consecutiveRepeat": self.detectors.consecutive_repeat,
+                "cycle": self.detectors.cycle,
+                "repeatedError": self.detectors.repeated_error,
             },
             postCompactionGuard={"windowSize": self.post_compaction_window},
+            profile=self.profile,
+            countBlockedCalls=self.count_blocked_calls,
+            stopAfterBlocks=self.stop_after_blocks,
+            normalizeVolatile=self.normalize_volatile,
+            volatilePatterns=list(self.volatile_patterns),
+            maxCyclePeriod=self.max_cycle_period,
+            consecutiveWarningThreshold=self.consecutive_warning_threshold,
+            consecutiveCriticalThreshold=self.consecutive_critical_threshold,
+            consecutiveAnyResultThreshold=self.consecutive_any_result_threshold,
+            repeatedErrorThreshold=self.repeated_error_threshold,
+            toolPolicies={name: p.to_camel() for name, p in self.tool_policies},
         )
         return block
 
@@ -130,7 +213,7 @@ def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedCo
     """Resolve a ``tools.loopDetection`` block leniently (SPEC §1.1); never raises."""
     if isinstance(raw, ResolvedConfig):
         return raw
-    block = _mapping(raw)
+    block = with_profile_defaults(_mapping(raw))
     num = {key: _positive_int(block.get(key), dflt) for key, dflt in _NUMERIC_DEFAULTS.items()}
     warning, critical, breaker = (
         num["warningThreshold"],
@@ -155,9 +238,82 @@ def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedCo
             generic_repeat=_flag(detectors, "genericRepeat"),
             known_poll_no_progress=_flag(detectors, "knownPollNoProgress"),
             ping_pong=_flag(detectors, "pingPong"),
+            consecutive_repeat=detectors.get("consecutiveRepeat") is True,
+            cycle=detectors.get("cycle") is True,
+            repeated_error=detectors.get("repeatedError") is True,
         ),
         post_compaction_window=_positive_int(guard.get("windowSize"), _DEFAULT_WINDOW),
+        **_resolve_extensions(block),
     )
+
+
+def with_profile_defaults(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Overlay the block on its profile's defaults (the user's own keys always win)."""
+    profile = block.get("profile")
+    defaults = PROFILES.get(profile) if isinstance(profile, str) else None
+    if not defaults:
+        return block
+    return _overlay(defaults, block)
+
+
+def _non_negative_int(value: object, default: int) -> int:
+    return 0 if value == 0 and not isinstance(value, bool) else _positive_int(value, default)
+
+
+def _resolve_policy(raw: object) -> ToolPolicy | None:
+    if not isinstance(raw, Mapping):
+        return None
+    return ToolPolicy(
+        poll=raw.get("poll") is True,
+        exempt=raw.get("exempt") is True,
+        warning_threshold=_positive_int(raw.get("warningThreshold"), 0) or None,
+        critical_threshold=_positive_int(raw.get("criticalThreshold"), 0) or None,
+    )
+
+
+def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
+    """The loopwarden extension fields; anything invalid falls back to the OpenClaw behaviour."""
+    base = ResolvedConfig
+    profile = block.get("profile")
+    patterns = block.get("volatilePatterns")
+    policies = _mapping(block.get("toolPolicies"))
+    return {
+        "profile": profile if isinstance(profile, str) and profile in PROFILES else "openclaw",
+        "count_blocked_calls": block.get("countBlockedCalls") is True,
+        "stop_after_blocks": _non_negative_int(block.get("stopAfterBlocks"), 0),
+        "normalize_volatile": block.get("normalizeVolatile") is True,
+        "volatile_patterns": tuple(
+            p for p in (patterns if isinstance(patterns, list) else []) if _compiles(p)
+        ),
+        "max_cycle_period": max(2, _positive_int(block.get("maxCyclePeriod"), 4)),
+        "consecutive_warning_threshold": _positive_int(
+            block.get("consecutiveWarningThreshold"), base.consecutive_warning_threshold
+        ),
+        "consecutive_critical_threshold": _positive_int(
+            block.get("consecutiveCriticalThreshold"), base.consecutive_critical_threshold
+        ),
+        "consecutive_any_result_threshold": _positive_int(
+            block.get("consecutiveAnyResultThreshold"), base.consecutive_any_result_threshold
+        ),
+        "repeated_error_threshold": _positive_int(
+            block.get("repeatedErrorThreshold"), base.repeated_error_threshold
+        ),
+        "tool_policies": tuple(
+            (name, policy)
+            for name, policy in ((n, _resolve_policy(p)) for n, p in policies.items())
+            if isinstance(name, str) and policy is not None
+        ),
+    }
+
+
+def _compiles(pattern: object) -> bool:
+    if not isinstance(pattern, str):
+        return False
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +393,28 @@ class _Detectors(_Strict):
     genericRepeat: StrictBool | None = None
     knownPollNoProgress: StrictBool | None = None
     pingPong: StrictBool | None = None
+    consecutiveRepeat: StrictBool | None = None
+    cycle: StrictBool | None = None
+    repeatedError: StrictBool | None = None
+
+
+class _ToolPolicy(_Strict):
+    poll: StrictBool | None = None
+    exempt: StrictBool | None = None
+    warningThreshold: _PositiveInt | None = None
+    criticalThreshold: _PositiveInt | None = None
+
+
+def _check_patterns(value: object) -> object:
+    problems = validate_patterns(value)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+_NonNegativeInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=0)]
+_Period = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=2)]
+_Patterns = Annotated[list[str], BeforeValidator(_check_patterns)]
 
 
 class _PostCompactionGuard(_Strict):
@@ -252,6 +430,17 @@ class _LoopDetectionBlock(_Strict):
     globalCircuitBreakerThreshold: _PositiveInt | None = None
     detectors: _Detectors | None = None
     postCompactionGuard: _PostCompactionGuard | None = None
+    profile: Literal["openclaw", "recommended"] | None = None
+    countBlockedCalls: StrictBool | None = None
+    stopAfterBlocks: _NonNegativeInt | None = None
+    normalizeVolatile: StrictBool | None = None
+    volatilePatterns: _Patterns | None = None
+    maxCyclePeriod: _Period | None = None
+    consecutiveWarningThreshold: _PositiveInt | None = None
+    consecutiveCriticalThreshold: _PositiveInt | None = None
+    consecutiveAnyResultThreshold: _PositiveInt | None = None
+    repeatedErrorThreshold: _PositiveInt | None = None
+    toolPolicies: dict[str, _ToolPolicy] | None = None
 
 
 def _loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
@@ -265,15 +454,21 @@ def _describe(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":
-        return "unknown key (check the spelling; see SPEC §1 for the keys)"
+        return "unknown key (a typo? the keys are listed in README.md, Configuration)"
     if kind == "greater_than":
         return f"must be a positive integer, got {value!r}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a positive integer, got {type(value).__name__} {value!r}"
     if kind == "bool_type":
         return f"must be true or false, got {type(value).__name__} {value!r}"
-    if kind == "model_type":
+    if kind in ("model_type", "dict_type"):
         return f"must be an object, got {type(value).__name__}"
+    if kind == "greater_than_equal":
+        return f"must be an integer >= {error.get('ctx', {}).get('ge')}, got {value!r}"
+    if kind == "literal_error":
+        return f"must be one of {error.get('ctx', {}).get('expected')}, got {value!r}"
+    if kind == "value_error":
+        return str(error["msg"]).removeprefix("Value error, ")
     return str(error["msg"])
 
 
@@ -289,15 +484,19 @@ def _block_problems(block: object, prefix: str) -> list[str]:
 
 def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
     """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
+    merged = with_profile_defaults(block)
     resolved = resolve_config(block)
 
     def given(key: str) -> str:
-        value = block.get(key)
-        return str(value) if key in block else f"{_NUMERIC_DEFAULTS[key]} (default)"
+        if key in block:
+            return str(block[key])
+        if key in merged:
+            return f"{merged[key]} (from profile {block.get('profile')!r})"
+        return f"{_NUMERIC_DEFAULTS[key]} (default)"
 
     notices = []
     if resolved.critical_threshold != _positive_int(
-        block.get("criticalThreshold"), _NUMERIC_DEFAULTS["criticalThreshold"]
+        merged.get("criticalThreshold"), _NUMERIC_DEFAULTS["criticalThreshold"]
     ):
         notices.append(
             f"{where}: criticalThreshold {given('criticalThreshold')} is not above "
@@ -305,7 +504,7 @@ def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
             f"{resolved.critical_threshold}"
         )
     if resolved.global_circuit_breaker_threshold != _positive_int(
-        block.get("globalCircuitBreakerThreshold"),
+        merged.get("globalCircuitBreakerThreshold"),
         _NUMERIC_DEFAULTS["globalCircuitBreakerThreshold"],
     ):
         notices.append(
