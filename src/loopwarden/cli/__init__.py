@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from loopwarden._version import __version__
 
 # Sub-command modules under loopwarden.cli, in help order.
-_COMMANDS: tuple[str, ...] = ("analyze_cmd", "config_cmd", "mcp_proxy_cmd")
+_COMMANDS: tuple[str, ...] = ("analyze_cmd", "config_cmd", "mcp_proxy_cmd", "runs_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:

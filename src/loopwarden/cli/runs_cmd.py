@@ -1,0 +1,216 @@
+"""``loopwarden runs``: read the durable run records (see :mod:`loopwarden.records`).
+
+loopwarden runs list [--blocked] [--since WHEN] [--limit N] [--db PATH] [--output text|json]
+loopwarden runs show RUN_ID [--session S] [--db PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from loopwarden.records import (
+    RecordsError,
+    RunSummary,
+    default_db_path,
+    find_runs,
+    list_runs,
+    open_db,
+    run_events,
+)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``runs`` command group."""
+    runs = subparsers.add_parser(
+        "runs",
+        help="list and explain recorded runs (why was a run blocked?)",
+        description="Read the run records that LoopGuard(record_db=...) and --record write. "
+        f"Default database: {default_db_path()}",
+    )
+    actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="list recorded runs, newest last")
+    listing.add_argument(
+        "--blocked", action="store_true", help="only runs with a blocked call or a stop"
+    )
+    listing.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only runs active since WHEN: a duration back from now (30m, 2h, 7d) or an "
+        "ISO date/time (2026-11-30, 2026-11-30T14:00, with an optional UTC offset)",
+    )
+    listing.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="newest N runs (default 100)"
+    )
+    listing.add_argument("--output", choices=("text", "json"), default="text")
+    _add_db_option(listing)
+    listing.set_defaults(handler=run_list)
+    show = actions.add_parser(
+        "show",
+        help="the loop events of one run, in order",
+        description="Show one run: its start, end, outcome and every loop event in order. "
+        "RUN_ID is the run id, or #N for the row number printed by 'runs list'.",
+    )
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--session", metavar="S", help="only the run of this session")
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_db_option(show)
+    show.set_defaults(handler=run_show)
+
+
+def _add_db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db", metavar="PATH", type=Path, help=f"records database (default {default_db_path()})"
+    )
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """Epoch seconds for ``--since``: a duration back from now, or an ISO date/time.
+
+    A date/time without an offset is read as UTC. Raises ``ValueError`` saying what is accepted.
+    """
+    now = time.time() if now is None else now
+    match = _DURATION.match(text)
+    if match:
+        return now - float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: expected a duration such as 30m, 2h, 7d, or an ISO date/time "
+            "such as 2026-11-30 or 2026-11-30T14:00"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return 2
+
+
+def _open(args: argparse.Namespace) -> sqlite3.Connection:
+    path: Path = args.db if args.db is not None else default_db_path()
+    if not path.exists():
+        raise RecordsError(
+            f"no run records at {path}: record runs with LoopGuard(record_db=...) or --record, "
+            "or point --db at another file"
+        )
+    return open_db(path, timeout=5.0)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """List runs, newest last."""
+    if args.limit < 1:
+        return _fail(f"--limit must be at least 1, got {args.limit}")
+    try:
+        since = parse_since(args.since) if args.since else None
+        conn = _open(args)
+        try:
+            runs = list_runs(conn, since=since, blocked_only=args.blocked, limit=args.limit)
+        finally:
+            conn.close()
+    except (ValueError, RecordsError) as exc:
+        return _fail(str(exc))
+    except sqlite3.Error as exc:
+        return _fail(f"reading run records failed: {exc}")
+    if args.output == "json":
+        json.dump([run.to_dict() for run in runs], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    if not runs:
+        print("no runs recorded" + (" with a block or stop" if args.blocked else ""))
+        return 0
+    print(
+        f"{'#':>5}  {'last seen (UTC)':19}  {'outcome':10} {'warn':>4} {'block':>5} {'stop':>4}  "
+        "session / run"
+    )
+    for run in runs:
+        print(
+            f"{'#' + str(run.id):>5}  {_when(run.last_seen):19}  {_outcome(run):10} "
+            f"{run.warnings:>4} {run.blocks:>5} {run.stops:>4}  {run.session} / {_run_name(run)}"
+        )
+    return 0
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _run_name(run: RunSummary) -> str:
+    return run.run_id if run.run_id is not None else "(no run id)"
+
+
+def _outcome(run: RunSummary) -> str:
+    if run.outcome is not None:
+        return run.outcome
+    return "running" if run.started_at is not None else "-"
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Show one run and its events."""
+    try:
+        conn = _open(args)
+        try:
+            runs = find_runs(conn, args.run_id, session=args.session)
+            events = {run.id: run_events(conn, run.id) for run in runs}
+        finally:
+            conn.close()
+    except RecordsError as exc:
+        return _fail(str(exc))
+    except sqlite3.Error as exc:
+        return _fail(f"reading run records failed: {exc}")
+    if not runs:
+        where = f" in session {args.session!r}" if args.session else ""
+        return _fail(
+            f"no recorded run {args.run_id!r}{where}; 'loopwarden runs list' shows the "
+            "recorded runs (use #N for a run without a run id)"
+        )
+    if args.json:
+        payload: list[dict[str, Any]] = []
+        for run in runs:
+            item = run.to_dict()
+            item["events"] = [event.to_dict() for event in events[run.id]]
+            payload.append(item)
+        json.dump(payload if len(payload) > 1 else payload[0], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    for index, run in enumerate(runs):
+        if index:
+            print()
+        _print_run(run, events[run.id])
+    return 0
+
+
+def _print_run(run: RunSummary, events: list[Any]) -> None:
+    print(f"run {_run_name(run)}  (#{run.id}, session {run.session}, agent {run.agent_id or '-'})")
+    print(f"  started  {_when(run.started_at)}")
+    print(f"  ended    {_when(run.ended_at)}   outcome: {_outcome(run)}")
+    if run.stop_reason:
+        print(f"  stopped because: {run.stop_reason}")
+    if not events:
+        print("  no loop events")
+        return
+    print(f"  {len(events)} loop events:")
+    for event in events:
+        pair = f" <-> {event.paired_tool_name}" if event.paired_tool_name else ""
+        print(
+            f"  {_when(event.timestamp)}  {event.action:5} {event.level:8} {event.detector} "
+            f"{event.tool_name}{pair} count={event.count}"
+        )
+        if event.args_hash:
+            print(f"      signature {event.args_hash}")
+        print(f"      {event.message}")
