@@ -1,0 +1,306 @@
+"""loopwarden's extra detectors (the ``recommended`` profile): consecutive repeats, cycles,
+repeated errors, and the circuit breaker across pair and cycle patterns.
+
+Pure functions over the run's most recent records, newest first. Each scan is bounded by the
+profile's thresholds (never by ``historySize``), so the extra work per call stays constant.
+OpenClaw's own detectors (``detectors.py``) run first and are unchanged; these only add verdicts
+where OpenClaw's rules say nothing or only warn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loopwarden.canonical import UNDEFINED
+from loopwarden.config import ResolvedConfig
+from loopwarden.detectors import Level, Verdict
+from loopwarden.history import ToolCallRecord
+
+
+def recent_run_records(
+    history: Sequence[ToolCallRecord], run: str | None, limit: int
+) -> list[ToolCallRecord]:
+    """The run's newest ``limit`` records, newest first."""
+    out: list[ToolCallRecord] = []
+    for record in reversed(history):
+        if record.run_id == run:
+            out.append(record)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def scan_limit(config: ResolvedConfig) -> int:
+    """How many recent records the extra detectors may need to look at."""
+    longest = max(
+        config.consecutive_any_result_threshold,
+        config.consecutive_critical_threshold,
+        config.global_circuit_breaker_threshold + config.max_cycle_period,
+    )
+    return longest + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Consecutive repeat: the same call again and again with nothing in between.
+
+
+@dataclass(frozen=True)
+class Consecutive:
+    """How many of the newest records are this exact call, and how many of those in a row
+    returned one identical (normalised) result."""
+
+    calls: int = 0
+    identical: int = 0
+
+
+def consecutive_repeat(tail: Sequence[ToolCallRecord], signature: str) -> Consecutive:
+    """Measure the unbroken run of ``signature`` at the newest end of the run's history."""
+    calls = identical = 0
+    latest: str | None = None
+    streak_open = True
+    for record in tail:
+        if record.args_hash != signature:
+            break
+        calls += 1
+        if not streak_open or record.result_hash is None:
+            continue
+        if latest is None:
+            latest = record.result_hash
+        elif record.result_hash != latest:
+            streak_open = False
+            continue
+        identical += 1
+    return Consecutive(calls, identical)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cycles: A-B-C-A-B-C..., generalising ping-pong (period 2).
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """The longest repeating tail of period ``period`` that the next call would extend."""
+
+    period: int = 0
+    count: int = 0
+    no_progress: bool = False
+    signatures: tuple[str, ...] = ()
+
+
+def _cycle_of_period(tail: Sequence[ToolCallRecord], signature: str, period: int) -> Cycle:
+    if len(tail) < period + 1:
+        return Cycle()
+    head = [r.args_hash for r in tail[:period]]
+    # A genuine cycle: `period` distinct calls (so the period is minimal), continued by the next.
+    if len(set(head)) != period or signature != head[period - 1]:
+        return Cycle()
+    matched = 0
+    while matched + period < len(tail) and (
+        tail[matched].args_hash == tail[matched + period].args_hash
+    ):
+        matched += 1
+    if matched == 0:
+        return Cycle()
+    length = matched + period
+    stable = all(
+        tail[i].result_hash is not None and tail[i].result_hash == tail[i + period].result_hash
+        for i in range(matched)
+    )
+    return Cycle(period, length + 1, stable, tuple(sorted(set(head))))
+
+
+def cycle(
+    tail: Sequence[ToolCallRecord], signature: str, min_period: int, max_period: int
+) -> Cycle:
+    """The strongest cycle (most calls) of period ``min_period..max_period`` at the tail."""
+    best = Cycle()
+    for period in range(min_period, max_period + 1):
+        found = _cycle_of_period(tail, signature, period)
+        if found.count > best.count:
+            best = found
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# Repeated error: one tool failing the same way, whatever the arguments.
+
+_NONZERO_RETURNCODE = re.compile(r"^\s*<returncode>\s*-?[1-9]\d*\s*</returncode>")
+
+
+def is_failure(result: Any, error: Any) -> bool:
+    """Whether an outcome is a failure: an error, or a result that says it failed.
+
+    Results say so by ``isError``, an exec-style ``details.status`` of failed/error/timeout or a
+    non-zero ``details.exitCode``, a text that starts with ``Error``, or a mini-swe-agent
+    observation with a non-zero ``<returncode>``.
+    """
+    if error is not None and error is not UNDEFINED:
+        return True
+    if isinstance(result, str):
+        stripped = result.lstrip()
+        return stripped.startswith(("Error", "error:")) or bool(_NONZERO_RETURNCODE.match(result))
+    if not isinstance(result, Mapping):
+        return False
+    if result.get("isError") is True:
+        return True
+    details = result.get("details")
+    if not isinstance(details, Mapping):
+        return False
+    exit_code = details.get("exitCode")
+    nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+    return details.get("status") in ("failed", "error", "timeout") or nonzero
+
+
+@dataclass(frozen=True)
+class ErrorStreak:
+    """The run's newest outcomes: one tool failing with one (normalised) outcome, ``count``
+    times in a row."""
+
+    tool: str
+    result_hash: str
+    count: int
+
+
+def next_error_streak(
+    streak: ErrorStreak | None, tool: str, result_hash: str | None, failed: bool
+) -> ErrorStreak | None:
+    """The streak after one more recorded outcome of the run."""
+    if not failed or result_hash is None:
+        return None
+    if streak is not None and streak.tool == tool and streak.result_hash == result_hash:
+        return ErrorStreak(tool, result_hash, streak.count + 1)
+    return ErrorStreak(tool, result_hash, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts
+
+
+def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: ResolvedConfig) -> Verdict:
+    key = f"consecutive:{tool}:{signature}"
+    if c.identical >= cfg.consecutive_critical_threshold:
+        return Verdict(
+            True,
+            "critical",
+            "consecutive_repeat",
+            c.identical,
+            f"CRITICAL: Called {tool} {c.identical} times in a row with identical arguments and "
+            "identical results. This is a loop, so the call was blocked. Change your approach, "
+            "or report the task as failed.",
+            None,
+            key,
+        )
+    if c.calls >= cfg.consecutive_any_result_threshold:
+        return Verdict(
+            True,
+            "critical",
+            "consecutive_repeat",
+            c.calls,
+            f"CRITICAL: Called {tool} {c.calls} times in a row with identical arguments. "
+            "This is a runaway loop, so the call was blocked. Change your approach, or report "
+            "the task as failed.",
+            None,
+            key,
+        )
+    if c.calls >= cfg.consecutive_warning_threshold:
+        return Verdict(
+            True,
+            "warning",
+            "consecutive_repeat",
+            c.calls,
+            f"WARNING: You have called {tool} {c.calls} times in a row with identical arguments. "
+            "If this is not making progress, change your approach or report the task as failed.",
+            None,
+            key,
+        )
+    return Verdict()
+
+
+def _cycle_verdict(tool: str, found: Cycle, cfg: ResolvedConfig) -> Verdict:
+    key = "cycle:" + "|".join(found.signatures)
+    if found.no_progress and found.count >= cfg.global_circuit_breaker_threshold:
+        return Verdict(
+            True,
+            "critical",
+            "global_circuit_breaker",
+            found.count,
+            f"CRITICAL: a cycle of {found.period} tool calls has repeated with identical "
+            f"no-progress outcomes ({found.count} consecutive calls). Session execution blocked "
+            "by global circuit breaker to prevent runaway loops.",
+            tool,
+            key,
+        )
+    if found.period < 3:
+        return Verdict()  # pairs below the breaker are OpenClaw's ping-pong detector's job
+    level: Level
+    if found.no_progress and found.count >= cfg.critical_threshold:
+        level = "critical"
+        text = (
+            f"CRITICAL: You are repeating a cycle of {found.period} tool calls "
+            f"({found.count} consecutive calls) with no progress. This appears to be a stuck "
+            "loop. Session execution blocked to prevent resource waste."
+        )
+    elif found.count >= cfg.warning_threshold:
+        level = "warning"
+        text = (
+            f"WARNING: You are repeating a cycle of {found.period} tool calls "
+            f"({found.count} consecutive calls). If this is not making progress, stop and "
+            "report the task as failed."
+        )
+    else:
+        return Verdict()
+    return Verdict(True, level, "cycle", found.count, text, tool, key)
+
+
+def _error_verdict(tool: str, streak: ErrorStreak | None, cfg: ResolvedConfig) -> Verdict:
+    if streak is None or streak.tool != tool or streak.count < cfg.repeated_error_threshold:
+        return Verdict()
+    return Verdict(
+        True,
+        "critical",
+        "repeated_error",
+        streak.count,
+        f"CRITICAL: {tool} failed with the same error {streak.count} times in a row, whatever "
+        "the arguments. Stop retrying it; change your approach or report the task as failed.",
+        None,
+        f"error:{tool}:{streak.result_hash}",
+    )
+
+
+def extra_verdicts(
+    tail: Sequence[ToolCallRecord],
+    tool: str,
+    signature: str,
+    poll: bool,
+    error_streak: ErrorStreak | None,
+    cfg: ResolvedConfig,
+) -> list[Verdict]:
+    """Every verdict of the enabled extra detectors for the next call (stuck ones only)."""
+    verdicts: list[Verdict] = []
+    switches = cfg.detectors
+    if switches.repeated_error:
+        verdicts.append(_error_verdict(tool, error_streak, cfg))
+    if switches.consecutive_repeat and not poll:
+        verdicts.append(
+            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature), cfg)
+        )
+    if switches.cycle:
+        # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.
+        found = cycle(tail, signature, 2, cfg.max_cycle_period)
+        verdicts.append(_cycle_verdict(tool, found, cfg))
+    return [v for v in verdicts if v.stuck]
+
+
+_SEVERITY = {"critical": 2, "warning": 1}
+
+
+def strongest(verdicts: Sequence[Verdict]) -> Verdict:
+    """The most severe verdict; on a tie the first one (OpenClaw's own detectors come first)."""
+    best = Verdict()
+    for verdict in verdicts:
+        if verdict.stuck and _SEVERITY[str(verdict.level)] > _SEVERITY.get(str(best.level), 0):
+            best = verdict
+    return best

@@ -1,0 +1,135 @@
+"""The recommended profile's extra detectors, as pure functions over records."""
+
+from __future__ import annotations
+
+import loopwarden as lw
+from loopwarden.history import ToolCallRecord
+from loopwarden.patterns import (
+    ErrorStreak,
+    consecutive_repeat,
+    cycle,
+    extra_verdicts,
+    is_failure,
+    next_error_streak,
+    strongest,
+)
+
+CFG = lw.resolve_config({"profile": "recommended"})
+
+
+def rec(sig: str, result: str | None = "r") -> ToolCallRecord:
+    return ToolCallRecord(sig.split(":")[0], sig, result_hash=result)
+
+
+def newest_first(*records: ToolCallRecord) -> list[ToolCallRecord]:
+    return list(reversed(records))
+
+
+def test_consecutive_counts_calls_and_the_identical_result_streak() -> None:
+    tail = newest_first(rec("a:1", "x"), rec("a:1", "y"), rec("a:1", "y"), rec("a:1", "y"))
+    assert consecutive_repeat(tail, "a:1") == type(consecutive_repeat(tail, "a:1"))(4, 3)
+
+
+def test_anything_in_between_breaks_a_consecutive_run() -> None:
+    tail = newest_first(rec("a:1"), rec("a:1"), rec("b:2"), rec("a:1"))
+    assert consecutive_repeat(tail, "a:1").calls == 1
+
+
+def test_pending_records_count_as_calls_but_not_as_results() -> None:
+    tail = newest_first(rec("a:1", "x"), rec("a:1", None), rec("a:1", "x"))
+    c = consecutive_repeat(tail, "a:1")
+    assert (c.calls, c.identical) == (3, 2)
+
+
+def test_four_identical_results_in_a_row_block_the_fifth_call() -> None:
+    tail = newest_first(*(rec("bash:cd", "same") for _ in range(4)))
+    verdict = strongest(extra_verdicts(tail, "bash", "bash:cd", False, None, CFG))
+    assert (verdict.level, verdict.detector, verdict.count) == ("critical", "consecutive_repeat", 4)
+    three = strongest(extra_verdicts(tail[:3], "bash", "bash:cd", False, None, CFG))
+    assert (three.level, three.count) == ("warning", 3)
+
+
+def test_paging_with_new_content_only_warns_until_the_runaway_threshold() -> None:
+    tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(24)))
+    verdict = strongest(extra_verdicts(tail, "scroll", "scroll:down", False, None, CFG))
+    assert verdict.level == "warning"
+    tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(25)))
+    verdict = strongest(extra_verdicts(tail, "scroll", "scroll:down", False, None, CFG))
+    assert (verdict.level, verdict.count) == ("critical", 25)
+
+
+def test_polling_tools_are_left_to_the_poll_detector() -> None:
+    tail = newest_first(*(rec("process:poll", "same") for _ in range(6)))
+    assert extra_verdicts(tail, "process", "process:poll", True, None, CFG) == []
+
+
+def test_a_three_call_cycle_with_stable_results_is_found() -> None:
+    calls = [rec("a:1", "ra"), rec("b:2", "rb"), rec("c:3", "rc")] * 3
+    tail = newest_first(*calls)
+    found = cycle(tail, "a:1", 2, 4)
+    assert (found.period, found.count, found.no_progress) == (3, 10, True)
+    verdict = strongest(extra_verdicts(tail, "a", "a:1", False, None, CFG))
+    assert (verdict.detector, verdict.level, verdict.count) == ("cycle", "critical", 10)
+
+
+def test_a_cycle_whose_results_move_only_warns() -> None:
+    calls = [
+        rec("a:1", f"ra{i}") if i % 3 == 0 else rec(f"{'bc'[i % 3 - 1]}:{i % 3 + 1}")
+        for i in range(9)
+    ]
+    found = cycle(newest_first(*calls), "a:1", 2, 4)
+    assert found.period == 3 and not found.no_progress
+    verdict = strongest(extra_verdicts(newest_first(*calls), "a", "a:1", False, None, CFG))
+    assert verdict.level == "warning"
+
+
+def test_the_next_call_must_continue_the_cycle() -> None:
+    calls = [rec("a:1"), rec("b:2"), rec("c:3")] * 3
+    assert cycle(newest_first(*calls), "b:2", 2, 4).count == 0
+
+
+def test_a_repeated_single_call_is_not_a_cycle() -> None:
+    assert cycle(newest_first(*(rec("a:1") for _ in range(9))), "a:1", 2, 4).count == 0
+
+
+def test_breaker_counts_no_progress_pairs_too() -> None:
+    calls = [rec("a:1", "ra"), rec("b:2", "rb")] * 6
+    verdict = strongest(extra_verdicts(newest_first(*calls), "a", "a:1", False, None, CFG))
+    assert (verdict.detector, verdict.count) == ("global_circuit_breaker", 13)
+
+
+def test_error_streak_follows_one_tool_and_one_failure() -> None:
+    streak = None
+    for _ in range(3):
+        streak = next_error_streak(streak, "bash", "h1", True)
+    assert streak == ErrorStreak("bash", "h1", 3)
+    assert next_error_streak(streak, "bash", "h2", True) == ErrorStreak("bash", "h2", 1)
+    assert next_error_streak(streak, "bash", "h1", False) is None
+    assert next_error_streak(streak, "read", "h1", True) == ErrorStreak("read", "h1", 1)
+
+
+def test_repeated_error_blocks_whatever_the_arguments() -> None:
+    streak = ErrorStreak("bash", "h", 4)
+    verdict = strongest(extra_verdicts([], "bash", "bash:new-args", False, streak, CFG))
+    assert (verdict.detector, verdict.count) == ("repeated_error", 4)
+    assert extra_verdicts([], "read", "read:x", False, streak, CFG) == []
+
+
+def test_failure_signals() -> None:
+    assert is_failure("ok", "boom")
+    assert is_failure("Error: flight not found", lw.UNDEFINED)
+    assert is_failure("<returncode>127</returncode>\n<output>bash: javac: not found", None)
+    assert not is_failure("<returncode>0</returncode>\n<output></output>", None)
+    assert is_failure({"isError": True, "content": []}, None)
+    assert is_failure({"details": {"status": "completed", "exitCode": 2}}, None)
+    assert is_failure({"details": {"status": "failed"}}, None)
+    assert not is_failure({"details": {"status": "completed", "exitCode": 0}}, None)
+    assert not is_failure(["Error"], None)
+
+
+def test_extra_detectors_are_off_in_the_openclaw_profile() -> None:
+    default = lw.resolve_config({"enabled": True})
+    tail = newest_first(*(rec("bash:cd", "same") for _ in range(9)))
+    assert (
+        extra_verdicts(tail, "bash", "bash:cd", False, ErrorStreak("bash", "x", 9), default) == []
+    )
