@@ -276,3 +276,51 @@ def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 1
     _, text, _ = run(capsys, sample, "--sweep", "criticalThreshold=4,30")
     assert "criticalThreshold" in text and "calls saved" in text
+
+
+def test_forced_format(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--format", "openclaw")
+    assert code == 1 and doc["trajectories"][0]["format"] == "openclaw"
+    code, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--format", "swe-agent")
+    assert code == 2 and "not valid JSON" in doc["errors"][0]
+
+
+def test_reports_never_carry_arguments_or_results(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    secret = "hunter2-s3cr3t"
+    rows = [
+        {"trajectory": "r", "step": i, "tool": "login", "args": {"password": secret},
+         "result": f"token {secret}", "error": None}
+        for i in range(25)
+    ]  # fmt: skip
+    path = flat(tmp_path / "secret.jsonl", rows)
+    for output in ("json", "jsonl", "text", "html"):
+        code, out, err = run(capsys, str(path), "--output", output)
+        assert code == 1
+        assert secret not in out and secret not in err, output
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    argv = [sys.executable, "-m", "loopwarden", "analyze", str(EXAMPLES), "--output", "json"]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=slave, check=False, timeout=120)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert done.returncode == 1
+    assert b"replaying" in shown  # the bar went to the terminal...
+    assert json.loads(done.stdout)["summary"]["trajectories"] > 0  # ...and not into the report

@@ -76,7 +76,7 @@ def analyze_source(source: Source, fmt: str, configs: Sequence[ResolvedConfig]) 
         if source.explicit:
             result.error = str(exc)
         else:
-            result.skipped = f"{source.path}: {exc.reason}"
+            result.skipped = f"{source.path}: {exc.detail}"
         result.reports = [[] for _ in configs]
     except TranscriptError as exc:
         result.error = f"{exc} (file not analysed)"

@@ -155,6 +155,12 @@ def _progress(total: int) -> Iterator[Callable[[Any], None] | None]:
         return
     from rich.progress import Progress
 
-    with Progress(console=Console(stderr=True), transient=True) as progress:
+    # No auto-refresh thread: worker processes may be forked while the bar is shown.
+    with Progress(console=Console(stderr=True), transient=True, auto_refresh=False) as progress:
         task = progress.add_task("replaying", total=total)
-        yield lambda _result: progress.advance(task)
+
+        def advance(_result: Any) -> None:
+            progress.advance(task)
+            progress.refresh()
+
+        yield advance

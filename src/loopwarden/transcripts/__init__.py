@@ -73,6 +73,12 @@ FORMATS: tuple[str, ...] = tuple(_READERS)
 class NotATranscript(TranscriptError):
     """Raised by auto-detection for a file that holds no known transcript format."""
 
+    def __init__(self, path: str, detail: str) -> None:
+        self.detail = detail  # what the file looks like instead, e.g. "empty file"
+        super().__init__(
+            path, f"not a recognised transcript ({detail}); pass --format to force one"
+        )
+
 
 def read_transcripts(path: Path, fmt: str = "auto") -> Iterator[Trajectory]:
     """Import every trajectory in ``path`` (a file or an OpenHands conversation directory).
@@ -85,10 +91,7 @@ def read_transcripts(path: Path, fmt: str = "auto") -> Iterator[Trajectory]:
     if fmt == "auto":
         found = detect(path)
         if found.format is None:
-            raise NotATranscript(
-                str(path),
-                f"not a recognised transcript ({found.reason}); pass --format to force one",
-            )
+            raise NotATranscript(str(path), found.reason)
         fmt, doc = found.format, found.doc
     reader = _READERS.get(fmt)
     if reader is None:
