@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from loopwarden.errors import LoopStoppedError
+
 DETECTOR = "compaction_loop_persisted"
 
 
@@ -32,16 +34,11 @@ class CompactionVerdict:
     message: str
 
 
-class CompactionLoopPersistedError(RuntimeError):
-    """Raised (or carried by a stop decision) when a loop survives auto-compaction."""
-
-    detector = DETECTOR
+class CompactionLoopPersistedError(LoopStoppedError):
+    """Raised (or carried by a stop decision) when a loop survives auto-compaction (§7)."""
 
     def __init__(self, message: str, *, count: int, tool_name: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.count = count
-        self.tool_name = tool_name
+        super().__init__(message, detector=DETECTOR, count=count, tool_name=tool_name)
         self.should_abort = True
 
     @classmethod
