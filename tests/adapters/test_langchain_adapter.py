@@ -210,12 +210,9 @@ def test_loop_surviving_summarisation_aborts_with_compaction_loop_persisted(
     window, trigger = 3, 8
     guard = LoopGuard({"postCompactionGuard": {"windowSize": window}})
     events = events_of(guard)
-    summariser = GenericFakeChatModel(messages=iter([]))
+    summariser = GenericFakeChatModel(messages=itertools.repeat(AIMessage("Wants Paris weather.")))
     summarise = SummarizationMiddleware(
-        summariser,
-        trigger=("messages", trigger),
-        keep=("messages", 2),
-        summarizer=lambda msgs: "The user wants the weather in Paris.",
+        summariser, trigger=("messages", trigger), keep=("messages", 2)
     )
     model = ScriptedModel(messages=loop_script(50), prompts=[])
     weather = CountingTool()

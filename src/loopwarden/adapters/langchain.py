@@ -47,6 +47,7 @@ try:
         hook_config,
     )
     from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+    from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command
@@ -65,6 +66,7 @@ __all__ = ["LoopGuardMiddleware", "LoopGuardState"]
 
 _RUN_KEY = "loopwarden_run_id"
 _SUMMARY_SOURCE = "summarization"  # additional_kwargs["lc_source"] of SummarizationMiddleware
+_SUMMARY_OPENING = "Here is a summary of the conversation to date:"
 
 ToolResponse = ToolMessage | Command[Any]
 
@@ -288,24 +290,30 @@ def _thread_id(runtime: Any) -> str | None:
     if thread_id:
         return str(thread_id)
     config = getattr(runtime, "config", None)
-    if isinstance(config, dict):
-        configurable = config.get("configurable") or {}
-        thread_id = configurable.get("thread_id")
-        if thread_id:
-            return str(thread_id)
-    return None
+    if not isinstance(config, dict):
+        try:  # older LangGraph: no execution_info, but the node's config is in a context var
+            config = get_config()
+        except RuntimeError:  # called outside a graph run
+            return None
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    return str(thread_id) if thread_id else None
+
+
+def _is_summary(message: Any) -> bool:
+    if not isinstance(message, HumanMessage):
+        return False
+    if message.additional_kwargs.get("lc_source") == _SUMMARY_SOURCE:
+        return True
+    # LangChain before 1.3 did not mark its summaries; their fixed opening line does.
+    return "lc_source" not in message.additional_kwargs and message.text.startswith(
+        _SUMMARY_OPENING
+    )
 
 
 def _summary_ids(messages: Sequence[Any]) -> list[str]:
     """Ids of the summary messages SummarizationMiddleware left in the conversation."""
-    found: list[str] = []
-    for message in messages:
-        if not isinstance(message, HumanMessage):
-            continue
-        if message.additional_kwargs.get("lc_source") != _SUMMARY_SOURCE:
-            continue
-        found.append(message.id or f"content:{hash(message.text)}")
-    return found
+    return [m.id or f"content:{hash(m.text)}" for m in messages if _is_summary(m)]
 
 
 def _stop_message(decision: Decision) -> AIMessage:
