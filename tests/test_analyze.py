@@ -324,3 +324,26 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert b"replaying" in shown  # the bar went to the terminal...
     assert json.loads(done.stdout)["summary"]["trajectories"] > 0  # ...and not into the report
+
+
+def test_a_file_broken_part_way_keeps_what_came_before(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = same_call_rows("first", ["same"] * 3) + same_call_rows("second", ["same"] * 3)
+    path = flat(tmp_path / "archive.jsonl", rows)
+    with path.open("a") as handle:
+        handle.write('{"trajectory": "second", "tool": \n')
+    results = {}
+    for jobs in ("1", "2"):
+        shutil.copy(path, tmp_path / f"copy{jobs}.jsonl")  # two files, so jobs 2 really forks
+        code, out, _ = run(capsys, str(path), str(tmp_path / "copy1.jsonl"), "--output", "jsonl",
+                           "--jobs", jobs)  # fmt: skip
+        assert code == 2
+        results[jobs] = out
+        lines = [json.loads(line) for line in out.splitlines()]
+        # "first" completed before the bad line 7; "second" was cut by it.
+        assert [line["id"] for line in lines[:-1]] == ["first", "first"]
+        errors = lines[-1]["errors"]
+        assert len(errors) == 2 and f"{path}:7:" in errors[0]
+        assert "the 1 trajectories before it are included" in errors[0]
+    assert results["1"] == results["2"]

@@ -22,7 +22,7 @@ from loopwarden.analyze.replay import (
     Mark,
     TrajectoryReport,
 )
-from loopwarden.analyze.runner import Analysis, summary
+from loopwarden.analyze.runner import Analysis
 
 # Timeline code -> (css class, label shown in the hover text and the legend).
 _CELL = {
@@ -76,7 +76,7 @@ def write_html(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
 def _page(
     analysis: Analysis, reports: Sequence[TrajectoryReport], notices: Sequence[str]
 ) -> Iterator[str]:
-    totals = summary(reports)
+    totals = analysis.totals[0].as_dict()
     yield (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>loopwarden analyze: {totals['trajectories']} trajectories</title>"

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from loopwarden import __version__
-from loopwarden.analyze.runner import Analysis, summary
+from loopwarden.analyze.replay import TrajectoryReport
+from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 
@@ -31,7 +32,7 @@ def document(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
         "loopwarden": __version__,
         "config": analysis.configs[0].to_camel(),
         "trajectories": [report.to_json() for report in reports],
-        "summary": summary(reports),
+        "summary": analysis.totals[0].as_dict(),
         **_tail(analysis, notices),
     }
 
@@ -42,29 +43,34 @@ def write_json(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     out.write("\n")
 
 
-def write_jsonl(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
-    """Write one trajectory per line, then the summary line."""
-    reports = analysis.reports[0]
-    for report in reports:
-        out.write(json.dumps(report.to_json(), ensure_ascii=False))
-        out.write("\n")
-    last = {
-        "loopwarden": __version__,
-        "config": analysis.configs[0].to_camel(),
-        "summary": summary(reports),
-        **_tail(analysis, notices),
-    }
-    out.write(json.dumps(last, ensure_ascii=False))
-    out.write("\n")
+class JsonlWriter:
+    """Streams ``--output jsonl``: each trajectory line as soon as it is replayed."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def trajectory(self, variants: list[TrajectoryReport]) -> None:
+        """Write one trajectory line (the first, and for jsonl only, config variant)."""
+        self.out.write(json.dumps(variants[0].to_json(), ensure_ascii=False))
+        self.out.write("\n")
+
+    def finish(self, analysis: Analysis, notices: Sequence[str]) -> None:
+        """Write the closing summary line."""
+        last = {
+            "loopwarden": __version__,
+            "config": analysis.configs[0].to_camel(),
+            "summary": analysis.totals[0].as_dict(),
+            **_tail(analysis, notices),
+        }
+        self.out.write(json.dumps(last, ensure_ascii=False))
+        self.out.write("\n")
 
 
 def sweep_rows(analysis: Analysis, variants: Sequence[Variant]) -> list[dict[str, Any]]:
     """One row per variant, in the order the variants were crossed."""
     return [
-        sweep_row(variant, config.to_camel(), reports)
-        for variant, config, reports in zip(
-            variants, analysis.configs, analysis.reports, strict=True
-        )
+        sweep_row(variant, config.to_camel(), totals)
+        for variant, config, totals in zip(variants, analysis.configs, analysis.totals, strict=True)
     ]
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from loopwarden.analyze.replay import Mark, TrajectoryReport
-from loopwarden.analyze.runner import Analysis, summary
+from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
@@ -24,7 +24,7 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     """Write the human report for a single-config analysis."""
     console = _console(out)
     reports = analysis.reports[0]
-    totals = summary(reports)
+    totals = analysis.totals[0].as_dict()
     console.print(
         f"[bold]loopwarden analyze[/]: {totals['trajectories']} trajectories, "
         f"{totals['calls']} tool calls, {analysis.files} files",
@@ -136,8 +136,8 @@ def write_sweep_text(
         "calls saved",
     ):
         table.add_column(header, justify="right")
-    for variant, config, reports in zip(variants, analysis.configs, analysis.reports, strict=True):
-        row = sweep_row(variant, config.to_camel(), reports)
+    for variant, config, totals in zip(variants, analysis.configs, analysis.totals, strict=True):
+        row = sweep_row(variant, config.to_camel(), totals)
         totals, first = row["summary"], row["first_block_index"]
         table.add_row(
             *(value for _, value in variant.settings),

@@ -6,7 +6,7 @@ collected back in input order, so the report is identical to a single-process ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,20 +30,65 @@ class FileResult:
     """The reports of one source under each config variant, or why it could not be analysed."""
 
     source: str
-    reports: list[list[TrajectoryReport]] = field(default_factory=list)  # [variant][trajectory]
+    reports: list[list[TrajectoryReport]] = field(default_factory=list)  # [trajectory][variant]
     error: str | None = None
     skipped: str | None = None
 
 
 @dataclass(slots=True)
+class Totals:
+    """Running summary of one config variant (so reports need not all be kept in memory)."""
+
+    trajectories: int = 0
+    calls: int = 0
+    with_warning: int = 0
+    with_block: int = 0
+    stopped: int = 0
+    calls_after_first_block: int = 0
+    first_block_indices: list[int] = field(default_factory=list)
+
+    def add(self, report: TrajectoryReport) -> None:
+        """Count one trajectory's report."""
+        self.trajectories += 1
+        self.calls += report.calls
+        self.with_warning += bool(report.warnings)
+        self.stopped += report.stopped
+        first = report.first_block
+        if first is not None:
+            self.with_block += 1
+            self.first_block_indices.append(first.index)
+            self.calls_after_first_block += report.calls_after_first_block
+
+    def as_dict(self) -> dict[str, int]:
+        """The ``summary`` object of the JSON contract (plus ``stopped``)."""
+        return {
+            "trajectories": self.trajectories,
+            "calls": self.calls,
+            "with_warning": self.with_warning,
+            "with_block": self.with_block,
+            "stopped": self.stopped,
+            "calls_after_first_block": self.calls_after_first_block,
+        }
+
+
+KeepFilter = Callable[[TrajectoryReport], bool]
+
+
+@dataclass(slots=True)
 class Analysis:
-    """Everything the reports need: per-variant trajectory reports, errors and skipped files."""
+    """What the reports need: per-variant totals, the kept reports, errors and skipped files."""
 
     configs: list[ResolvedConfig]
-    reports: list[list[TrajectoryReport]]
+    totals: list[Totals]
+    reports: list[list[TrajectoryReport]]  # [variant][trajectory], only those kept
     errors: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     files: int = 0
+
+    @property
+    def any_block(self) -> bool:
+        """True when any variant would have blocked a call or stopped a run."""
+        return any(totals.with_block for totals in self.totals)
 
 
 def collect_sources(paths: Sequence[str]) -> tuple[list[Source], list[str]]:
@@ -63,30 +108,46 @@ def collect_sources(paths: Sequence[str]) -> tuple[list[Source], list[str]]:
     return sources, errors
 
 
-def analyze_source(source: Source, fmt: str, configs: Sequence[ResolvedConfig]) -> FileResult:
-    """Import one source and replay each trajectory under every config (a worker's job)."""
-    result = FileResult(source=source.path, reports=[[] for _ in configs])
+def iter_source(
+    source: Source, fmt: str, configs: Sequence[ResolvedConfig], status: FileResult
+) -> Iterator[list[TrajectoryReport]]:
+    """Yield each trajectory's reports (one per config) as it is replayed; streams the file.
+
+    When the file turns out unreadable part-way, the trajectories already yielded stay analysed
+    and ``status.error`` says where it stopped; a non-transcript sets ``status.skipped`` (or an
+    error, when the file was named explicitly).
+    """
     replayers = [Replayer(LoopGuard(config)) for config in configs]
+    done = 0
     try:
         with quiet_guard_logs():
             for trajectory in read_transcripts(Path(source.path), fmt):
-                for variant, replayer in enumerate(replayers):
-                    result.reports[variant].append(replayer.replay(trajectory))
+                yield [replayer.replay(trajectory) for replayer in replayers]
+                done += 1
     except NotATranscript as exc:
         if source.explicit:
-            result.error = str(exc)
+            status.error = str(exc)
         else:
-            result.skipped = f"{source.path}: {exc.detail}"
-        result.reports = [[] for _ in configs]
+            status.skipped = f"{source.path}: {exc.detail}"
     except TranscriptError as exc:
-        result.error = f"{exc} (file not analysed)"
-        result.reports = [[] for _ in configs]
+        status.error = f"{exc}{_partial(done)}"
     except Exception as exc:  # a bug or an input shape nobody anticipated: report, go on
-        result.error = (
-            f"{source.path}: unexpected {type(exc).__name__} while analysing: {exc} "
-            "(file not analysed; please report this with the file's format)"
+        status.error = (
+            f"{source.path}: unexpected {type(exc).__name__} while analysing: {exc}"
+            f"{_partial(done)}; please report this with the file's format"
         )
-        result.reports = [[] for _ in configs]
+
+
+def _partial(done: int) -> str:
+    if done == 0:
+        return " (file not analysed)"
+    return f" (analysis of this file stopped there; the {done} trajectories before it are included)"
+
+
+def analyze_source(source: Source, fmt: str, configs: Sequence[ResolvedConfig]) -> FileResult:
+    """Import one source and replay each trajectory under every config (a worker's job)."""
+    result = FileResult(source=source.path)
+    result.reports = list(iter_source(source, fmt, configs, result))
     return result
 
 
@@ -100,42 +161,61 @@ def run_analysis(
     configs: Sequence[ResolvedConfig],
     *,
     jobs: int = 1,
+    keep: KeepFilter | None = None,
+    on_trajectory: Callable[[list[TrajectoryReport]], Any] | None = None,
     on_file: Callable[[FileResult], Any] | None = None,
 ) -> Analysis:
-    """Analyse every source (in order) and gather the results."""
-    analysis = Analysis(configs=list(configs), reports=[[] for _ in configs])
-    for result in _results(sources, fmt, configs, jobs):
+    """Analyse every source in order; the same calls and results whatever ``jobs`` is.
+
+    ``keep`` picks the reports kept in memory (all by default); ``on_trajectory`` sees every
+    trajectory's reports as they come (for streamed output), ``on_file`` each finished file.
+    """
+    analysis = Analysis(
+        configs=list(configs),
+        totals=[Totals() for _ in configs],
+        reports=[[] for _ in configs],
+    )
+    for status, per_trajectory in _results(sources, fmt, configs, jobs):
+        for variants in per_trajectory:
+            for variant, report in enumerate(variants):
+                analysis.totals[variant].add(report)
+                if keep is None or keep(report):
+                    analysis.reports[variant].append(report)
+            if on_trajectory is not None:
+                on_trajectory(variants)
         analysis.files += 1
-        if result.error is not None:
-            analysis.errors.append(result.error)
-        if result.skipped is not None:
-            analysis.skipped.append(result.skipped)
-        for variant, reports in enumerate(result.reports):
-            analysis.reports[variant].extend(reports)
+        if status.error is not None:
+            analysis.errors.append(status.error)
+        if status.skipped is not None:
+            analysis.skipped.append(status.skipped)
         if on_file is not None:
-            on_file(result)
+            on_file(status)
     return analysis
 
 
 def _results(
     sources: Sequence[Source], fmt: str, configs: Sequence[ResolvedConfig], jobs: int
-) -> Iterator[FileResult]:
-    tasks = [(source, fmt, configs) for source in sources]
-    if jobs <= 1 or len(tasks) <= 1:
-        yield from map(_analyze_star, tasks)
+) -> Iterator[tuple[FileResult, Iterable[list[TrajectoryReport]]]]:
+    """Per source: its status and its per-trajectory reports (a live stream when in-process).
+
+    The status is complete only once the stream has been consumed.
+    """
+    if jobs <= 1 or len(sources) <= 1:
+        for source in sources:
+            status = FileResult(source=source.path)
+            yield status, iter_source(source, fmt, configs, status)
         return
+    tasks = [(source, fmt, configs) for source in sources]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         # map() yields in submission order, whatever order the workers finish in.
-        yield from pool.map(_analyze_star, tasks, chunksize=max(1, len(tasks) // (jobs * 8)))
+        chunks = max(1, len(tasks) // (jobs * 8))
+        for result in pool.map(_analyze_star, tasks, chunksize=chunks):
+            yield result, result.reports
 
 
-def summary(reports: Sequence[TrajectoryReport]) -> dict[str, int]:
-    """The ``summary`` object of the JSON contract (plus ``stopped``)."""
-    return {
-        "trajectories": len(reports),
-        "calls": sum(report.calls for report in reports),
-        "with_warning": sum(1 for report in reports if report.warnings),
-        "with_block": sum(1 for report in reports if report.first_block is not None),
-        "stopped": sum(1 for report in reports if report.stopped),
-        "calls_after_first_block": sum(report.calls_after_first_block for report in reports),
-    }
+def summary(reports: Iterable[TrajectoryReport]) -> dict[str, int]:
+    """The ``summary`` object of the JSON contract for a list of reports."""
+    totals = Totals()
+    for report in reports:
+        totals.add(report)
+    return totals.as_dict()

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopwarden import ConfigError
-from loopwarden.analyze.replay import TrajectoryReport
-from loopwarden.analyze.runner import summary
+from loopwarden.analyze.runner import Totals
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +46,13 @@ def parse_sweeps(specs: Sequence[str]) -> list[Variant]:
     return variants
 
 
-def sweep_row(
-    variant: Variant, config: dict[str, Any], reports: Sequence[TrajectoryReport]
-) -> dict[str, Any]:
+def sweep_row(variant: Variant, config: dict[str, Any], totals: Totals) -> dict[str, Any]:
     """One row: the variant's settings, its summary and where the first blocks fall."""
-    positions = [first.index for r in reports if (first := r.first_block) is not None]
+    positions = totals.first_block_indices
     return {
         "settings": dict(variant.settings),
         "config": config,
-        "summary": summary(reports),
+        "summary": totals.as_dict(),
         "first_block_index": None
         if not positions
         else {

@@ -11,12 +11,17 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 
 from loopwarden import ConfigError, ResolvedConfig
 from loopwarden.cli._options import add_config_options, config_from_args
+
+if TYPE_CHECKING:
+    from loopwarden.analyze.replay import TrajectoryReport
+    from loopwarden.analyze.runner import Analysis, KeepFilter
+    from loopwarden.analyze.sweep import Variant
 
 OUTPUTS = ("text", "json", "jsonl", "html")
 
@@ -68,7 +73,6 @@ def _jobs(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis and write the report; returns the exit code."""
-    from loopwarden.analyze.runner import collect_sources, run_analysis
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
@@ -81,13 +85,9 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         err.print(f"[bold red]error[/]: {exc}", markup=True, soft_wrap=True)
         return 2
-    sources, input_errors = collect_sources(args.paths)
-    with _progress(len(sources)) as advance:
-        analysis = run_analysis(sources, args.format, configs, jobs=args.jobs, on_file=advance)
-    analysis.errors[:0] = input_errors
     try:
         with _output(args.out) as out:
-            _write(args, analysis, variants, notices, out)
+            analysis = _analyze_and_write(args, configs, variants, notices, out)
     except OSError as exc:
         err.print(f"[bold red]error[/]: cannot write {args.out}: {exc.strerror or exc}")
         return 2
@@ -95,8 +95,69 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error[/]: {line}", markup=True, soft_wrap=True)
     if analysis.errors:
         return 2
-    blocked = any(r.first_block is not None for reports in analysis.reports for r in reports)
-    return 1 if blocked else 0
+    return 1 if analysis.any_block else 0
+
+
+def _analyze_and_write(
+    args: argparse.Namespace,
+    configs: list[ResolvedConfig],
+    variants: Sequence[Variant],
+    notices: list[str],
+    out: TextIO,
+) -> Analysis:
+    """Replay everything, streaming jsonl lines as they come, then write the report."""
+    from loopwarden.analyze import report_html, report_json, report_text
+    from loopwarden.analyze.runner import collect_sources, run_analysis
+
+    sources, input_errors = collect_sources(args.paths)
+    streaming = args.output == "jsonl" and not args.sweep
+    writer = report_json.JsonlWriter(out) if streaming else None
+    # Keep in memory only what the chosen report shows: json and html list every trajectory,
+    # text only the loops, jsonl and sweeps nothing (they stream or just count).
+    keep: KeepFilter
+    if args.sweep or streaming:
+        keep = _keep_none
+    elif args.output == "text":
+        keep = _keep_loops
+    else:
+        keep = _keep_all
+    with _progress(len(sources)) as advance:
+        analysis = run_analysis(
+            sources,
+            args.format,
+            configs,
+            jobs=args.jobs,
+            keep=keep,
+            on_trajectory=writer.trajectory if writer else None,
+            on_file=advance,
+        )
+    analysis.errors[:0] = input_errors
+    if writer is not None:
+        writer.finish(analysis, notices)
+    elif args.sweep and args.output == "text":
+        report_text.write_sweep_text(analysis, variants, notices, out)
+    elif args.sweep:
+        report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
+    else:
+        writers = {
+            "text": report_text.write_text,
+            "json": report_json.write_json,
+            "html": report_html.write_html,
+        }
+        writers[args.output](analysis, notices, out)
+    return analysis
+
+
+def _keep_none(report: TrajectoryReport) -> bool:
+    return False
+
+
+def _keep_loops(report: TrajectoryReport) -> bool:
+    return bool(report.events)
+
+
+def _keep_all(report: TrajectoryReport) -> bool:
+    return True
 
 
 def _configs(
@@ -112,30 +173,6 @@ def _configs(
         configs.append(config)
         notices.extend(notice for notice in found if notice not in notices)
     return configs, notices
-
-
-def _write(
-    args: argparse.Namespace,
-    analysis: Any,
-    variants: Sequence[Any],
-    notices: list[str],
-    out: TextIO,
-) -> None:
-    from loopwarden.analyze import report_html, report_json, report_text
-
-    if args.sweep:
-        if args.output == "text":
-            report_text.write_sweep_text(analysis, variants, notices, out)
-        else:
-            report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
-        return
-    writers = {
-        "text": report_text.write_text,
-        "json": report_json.write_json,
-        "jsonl": report_json.write_jsonl,
-        "html": report_html.write_html,
-    }
-    writers[args.output](analysis, notices, out)
 
 
 @contextmanager
