@@ -620,10 +620,8 @@ def test_fast_path_is_taken_for_plain_json(name: str) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        1.0,  # JavaScript writes 1
-        1e16,  # 10000000000000000
-        1e-5,  # 0.00001
-        math.nan,  # "NaN"
+        1e-5,  # 0.00001: repr() writes 1e-05
+        1e21,  # 1e+21
         {"\U0001f600": 1},  # UTF-16 key order
         {1: "non-str key"},
         "lone \ud800",  # removed by the exact walker
@@ -637,6 +635,19 @@ def test_fast_path_is_taken_for_plain_json(name: str) -> None:
 )
 def test_fast_path_refuses_what_it_would_write_differently(name: str, value: Any) -> None:
     assert canonical._stringify_fast({"k": [value]}, _encoder(name)) is None
+
+
+@pytest.mark.parametrize("name", _ENCODERS)
+def test_fast_path_rewrites_floats_javascript_writes_as_integers_or_strings(name: str) -> None:
+    value = {"a": [1.0, -0.0, 1e16, 2.0**60, 1e19, math.nan, math.inf, -math.inf], "b": (0.5, 3.0)}
+    original = json.dumps(value)
+    fast = canonical._stringify_fast(value, _encoder(name))
+    assert fast is not None
+    assert fast.decode() == (
+        '{"a":[1,0,10000000000000000,1152921504606847000,10000000000000000000,'
+        '"NaN","Infinity","-Infinity"],"b":[0.5,3]}'
+    )
+    assert json.dumps(value) == original  # the value itself is not modified
 
 
 def test_fast_path_refuses_cycles_and_deep_nesting() -> None:

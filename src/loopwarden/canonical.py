@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -352,45 +353,84 @@ _ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
 def _stringify_fast(value: object, encode: Callable[[object], bytes] | None = None) -> bytes | None:
     """The canonical UTF-8 bytes from a C JSON encoder, or None when it might differ.
 
-    Sound because `_is_plain` admits only values the encoder writes byte for byte as
-    `_stringify_exact` does, and the encoder's own failures are the remaining cases:
-    lone surrogates (UTF-8 encoding refuses them), ints beyond the encoder's range.
+    Sound because `_plain_form` hands the encoder only values it writes byte for byte as
+    `_stringify_exact` does, and the encoder's own failures are the remaining cases: lone
+    surrogates (the UTF-8 encoding refuses them) and ints beyond the encoder's range.
     """
-    if not _is_plain(value, 0):
+    plain = _plain_form(value, 0)
+    if plain is _REFUSED:
         return None
     try:
-        return (encode or _fast_encoder())(value)
+        return (encode or _encoder or _fast_encoder())(plain)
     except (ValueError, TypeError):  # surrogates, huge ints: the exact walker handles them
         return None
 
 
-def _is_plain(value: object, depth: int) -> bool:
-    """True when `value` holds only what a JSON encoder writes exactly as JavaScript would.
+_REFUSED: Final = object()
+_PLAIN_SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
+def _plain_form(value: object, depth: int) -> object:
+    """`value` itself, a copy a JSON encoder writes exactly as JavaScript would, or _REFUSED.
 
     Admitted, by exact type (no subclasses): None, bool, int, str; list, tuple; dict whose keys
     are str without astral characters (then code-point order, which the encoders sort by, is
-    UTF-16 order); float only when non-integral with 1e-4 <= |x| < 1e16, where repr() and
-    JavaScript both give the shortest digits in fixed notation (1.0, 1e16, 1e-5, NaN are written
-    differently). Nesting deeper than _MAX_FAST_DEPTH is refused, which also rules out cycles.
+    UTF-16 order); floats as `_plain_float` allows. A container is copied only when a float in
+    it must be replaced, so plain JSON costs one read-only walk. Nesting deeper than
+    _MAX_FAST_DEPTH is refused, which also rules out cycles.
     """
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return True
+    if kind in _PLAIN_SCALARS:
+        return value
     if kind is float:
-        number = cast(float, value)
-        return 1e-4 <= abs(number) < 1e16 and not number.is_integer()
+        return _plain_float(cast(float, value))
     if depth >= _MAX_FAST_DEPTH:
-        return False
+        return _REFUSED
+    depth += 1
     if kind is dict:
-        for key, item in cast(dict[Any, Any], value).items():
+        mapping = cast(dict[Any, Any], value)
+        copy: dict[Any, Any] | None = None
+        for key, item in mapping.items():
             if type(key) is not str or not (key.isascii() or _ASTRAL.search(key) is None):
-                return False
-            if not _is_plain(item, depth + 1):
-                return False
-        return True
+                return _REFUSED
+            if type(item) in _PLAIN_SCALARS:  # inline: a call per leaf would double the cost
+                continue
+            plain = _plain_form(item, depth)
+            if plain is not item:
+                if plain is _REFUSED:
+                    return _REFUSED
+                if copy is None:
+                    copy = dict(mapping)
+                copy[key] = plain
+        return mapping if copy is None else copy
     if kind is list or kind is tuple:
-        return all(_is_plain(item, depth + 1) for item in cast(list[Any], value))
-    return False
+        items = cast(list[Any], value)
+        copied: list[Any] | None = None
+        for index, item in enumerate(items):
+            if type(item) in _PLAIN_SCALARS:
+                continue
+            plain = _plain_form(item, depth)
+            if plain is not item:
+                if plain is _REFUSED:
+                    return _REFUSED
+                if copied is None:
+                    copied = list(items)
+                copied[index] = plain
+        return items if copied is None else copied
+    return _REFUSED
+
+
+def _plain_float(number: float) -> object:
+    """A float, int or str the encoders write as the canonical text of `number`, or _REFUSED."""
+    if 1e-4 <= abs(number) < 1e16 and not number.is_integer():
+        return number  # repr() and JavaScript agree: shortest digits, fixed notation
+    if number.is_integer() and abs(number) < 1e21:
+        # JavaScript writes these as integer literals (1.0 -> 1; above 2**53 the shortest
+        # digits padded with zeros, which is not always int(number)).
+        return int(number) if abs(number) < 2**53 else int(js_number(number))
+    if not math.isfinite(number):
+        return _NON_FINITE[float.__repr__(number)][1:-1]  # the string "NaN", "Infinity"...
+    return _REFUSED  # exponent notation or 1e-6 <= |x| < 1e-4: only the walker writes those
 
 
 def _encode_stdlib(value: object) -> bytes:
@@ -429,8 +469,7 @@ def _make_encoder(name: str) -> Callable[[object], bytes]:
     if name == "orjson":
         import orjson  # optional: pip install 'loopwarden[fast]'
 
-        dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
-        return lambda value: dumps(value, option=sort_keys)
+        return functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
     if name == "stdlib":
         return _encode_stdlib
     raise ValueError(f"unknown fast encoder {name!r}: use 'orjson' or 'stdlib'")

@@ -1,0 +1,298 @@
+"""Benchmark: cost of hashing one tool call (params signature + outcome hash), SPEC §2-§3.
+
+Run from the repository root:
+
+    python -m bench.bench_hashing            # or: python bench/bench_hashing.py
+    python -m bench.bench_hashing --repeat 5 --shared /path/to/shared
+
+The workload is every call of the development corpus (shared/eval/*.jsonl.gz: mini-swe-agent bash
+calls shaped as OpenClaw exec results, tau-bench airline function calls) plus synthetic
+exec/process/message/read/search/update_plan calls with results from a few bytes to 20 kB.
+It prints microseconds per call for `hash_tool_call` + `hash_tool_outcome` with each canonical
+writer, next to two baselines that hash params and raw result without any of the SPEC rules:
+stdlib ``json.dumps(sort_keys=True)`` + sha256, and orjson + sha256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from loopwarden import canonical
+from loopwarden.canonical import UNDEFINED, hash_tool_call
+from loopwarden.outcome import hash_tool_outcome
+
+
+class Call(NamedTuple):
+    tool: str
+    params: Any
+    result: Any
+    error: Any
+
+
+# --------------------------------------------------------------------------------------------
+# Workload
+# --------------------------------------------------------------------------------------------
+
+
+def _shared_dir(explicit: str | None) -> Path:
+    candidates = [explicit, os.environ.get("LOOPWARDEN_SHARED")]
+    candidates.append(str(Path(__file__).resolve().parents[2] / "shared"))
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "eval").is_dir():
+            return Path(candidate)
+    sys.exit("shared/eval not found: pass --shared DIR or set LOOPWARDEN_SHARED")
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+def corpus_calls(shared: Path, rng: random.Random) -> list[Call]:
+    """Real calls: bash commands as exec results, tau-bench tools as text results or errors."""
+    calls = []
+    for row in _rows(shared / "eval" / "minisweagent_gemini3pro_verified.jsonl.gz"):
+        output = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
+        label = row["error"] or ""
+        exit_code = int(label.split("=")[1]) if label.startswith("returncode=") else 0
+        details = {
+            "status": "failed" if exit_code else "completed",
+            "exitCode": exit_code,
+            "durationMs": rng.randint(5, 30_000),
+            "aggregated": output,
+            "cwd": "/testbed",
+            "pid": rng.randint(100, 60_000),
+            "timedOut": label == "timeout",
+        }
+        result = {"content": [{"type": "text", "text": output}], "details": details}
+        calls.append(Call("exec", {"command": row["args"]["command"]}, result, UNDEFINED))
+    for row in _rows(shared / "eval" / "taubench_airline_gpt4o.jsonl.gz"):
+        if row["error"]:
+            calls.append(Call(row["tool"], row["args"], UNDEFINED, row["error"]))
+            continue
+        text = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
+        result = {"content": [{"type": "text", "text": text}], "details": {}}
+        calls.append(Call(row["tool"], row["args"], result, UNDEFINED))
+    return calls
+
+
+def _text(rng: random.Random, size: int) -> str:
+    words = ["def", "return", "self", "import", "value", "error", "test", "=", "(", ")", "\n"]
+    parts: list[str] = []
+    length = 0
+    while length < size:
+        word = rng.choice(words)
+        parts.append(word)
+        length += len(word) + 1
+    return " ".join(parts)[:size]
+
+
+def synthetic_calls(rng: random.Random, count: int) -> list[Call]:
+    """Shapes the corpus lacks: polls, logs, sends, large reads, searches, plans."""
+    makers: list[Callable[[random.Random, int], Call]] = [
+        _process_poll,
+        _process_log,
+        _message_send,
+        _read_file,
+        _web_search,
+        _update_plan,
+        _exec_running,
+    ]
+    return [makers[i % len(makers)](rng, i) for i in range(count)]
+
+
+def _process_poll(rng: random.Random, i: int) -> Call:
+    log = _text(rng, rng.choice([200, 2_000, 8_000]))
+    details = {"status": "running", "aggregated": log, "totalLines": log.count("\n"), "pid": i}
+    result = {"content": [{"type": "text", "text": log[-500:]}], "details": details}
+    return Call("process", {"action": "poll", "sessionId": f"s{i % 7}"}, result, UNDEFINED)
+
+
+def _process_log(rng: random.Random, i: int) -> Call:
+    log = _text(rng, rng.choice([500, 4_000]))
+    details = {"status": "exited", "totalLines": 80, "totalChars": len(log), "exitCode": 0}
+    result = {"content": [{"type": "text", "text": log}], "details": details}
+    return Call("process", {"action": "log", "sessionId": f"s{i % 7}"}, result, UNDEFINED)
+
+
+def _message_send(rng: random.Random, i: int) -> Call:
+    mid = f"m{rng.randrange(10**9)}"
+    details = {
+        "ok": True,
+        "messageId": mid,
+        "runId": f"r{i}",
+        "receipt": {"platformMessageId": mid},
+        "ts": 1_700_000_000 + i,
+        "message": {"id": mid, "text": "build is green", "direction": "outbound"},
+        "route": {"channel": "slack", "id": "C042"},
+    }
+    result = {"content": [{"type": "text", "text": json.dumps(details)}], "details": details}
+    params = {"action": "send", "target": "#builds", "text": "build is green"}
+    return Call("message", params, result, UNDEFINED)
+
+
+def _read_file(rng: random.Random, i: int) -> Call:
+    body = _text(rng, rng.choice([1_000, 5_000, 20_000]))
+    result = {"content": [{"type": "text", "text": body}], "details": {"path": f"/w/f{i}.py"}}
+    return Call("read", {"path": f"/w/f{i % 40}.py", "limit": 2_000}, result, UNDEFINED)
+
+
+def _web_search(rng: random.Random, i: int) -> Call:
+    # Relevance scores include integral floats (1.0), which the fast path leaves to the walker.
+    hits = [
+        {"title": f"hit {k}", "url": f"https://x.test/{k}", "score": round(rng.random(), 3)}
+        for k in range(5)
+    ]
+    hits[0]["score"] = 1.0
+    result = {"content": [{"type": "text", "text": json.dumps(hits)}], "details": {"hits": hits}}
+    return Call("web_search", {"query": f"python error {i % 30}", "count": 5}, result, UNDEFINED)
+
+
+def _update_plan(rng: random.Random, i: int) -> Call:
+    plan = [{"step": f"step {k}", "status": rng.choice(["pending", "done"])} for k in range(4)]
+    params = {"plan": plan, "explanation": "progress"}
+    result = {"content": [{"type": "text", "text": "Plan updated"}], "details": {"plan": plan}}
+    return Call("update_plan", params, result, UNDEFINED)
+
+
+def _exec_running(rng: random.Random, i: int) -> Call:
+    details = {"status": "running", "tail": _text(rng, 400), "sessionId": f"s{i}", "pid": i}
+    result = {"content": [{"type": "text", "text": "still running"}], "details": details}
+    return Call("exec", {"command": "pytest -x", "background": True}, result, UNDEFINED)
+
+
+# --------------------------------------------------------------------------------------------
+# Measured options
+# --------------------------------------------------------------------------------------------
+
+
+def _loopwarden(call: Call) -> None:
+    hash_tool_call(call.tool, call.params)
+    hash_tool_outcome(call.tool, call.params, call.result, call.error)
+
+
+def _baseline_stdlib(call: Call) -> None:
+    hashlib.sha256(json.dumps(call.params, sort_keys=True).encode()).hexdigest()
+    payload = call.error if call.result is UNDEFINED else call.result
+    hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _baseline_orjson(call: Call) -> None:
+    import orjson
+
+    hashlib.sha256(orjson.dumps(call.params, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    payload = call.error if call.result is UNDEFINED else call.result
+    hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+@contextlib.contextmanager
+def _canonical_writer(mode: str) -> Iterator[None]:
+    """Force one writer: "exact" (fast path off), "stdlib" or "orjson" (fast path on)."""
+    saved_fast, saved_encoder = canonical._stringify_fast, canonical._encoder
+    try:
+        if mode == "exact":
+            canonical._stringify_fast = lambda value, encode=None: None  # type: ignore[assignment]
+        else:
+            canonical._set_fast_encoder(mode)
+        yield
+    finally:
+        canonical._stringify_fast = saved_fast  # type: ignore[assignment]
+        canonical._encoder = saved_encoder
+
+
+def _time_per_call(fn: Callable[[Call], None], calls: list[Call], repeat: int) -> float:
+    """Best-of-`repeat` mean CPU microseconds per call (CPU time and best-of: least disturbed
+    by other processes on a shared machine)."""
+    runs = []
+    for _ in range(repeat):
+        start = time.process_time()
+        for call in calls:
+            fn(call)
+        runs.append((time.process_time() - start) / len(calls) * 1e6)
+    return min(runs)
+
+
+def _digest_inputs(calls: list[Call]) -> tuple[list[bytes], float]:
+    """The canonical bytes loopwarden hashes for the workload, and the fast path's share."""
+    inputs: list[bytes] = []
+    taken = 0
+    real_fast = canonical._stringify_fast
+
+    def recording(value: object, encode: Any = None) -> bytes | None:
+        nonlocal taken
+        data = real_fast(value, encode)
+        taken += data is not None
+        inputs.append(data if data is not None else canonical._stringify_exact(value).encode())
+        return data
+
+    canonical._stringify_fast = recording  # type: ignore[assignment]
+    try:
+        for call in calls:
+            _loopwarden(call)
+    finally:
+        canonical._stringify_fast = real_fast  # type: ignore[assignment]
+    return inputs, taken / len(inputs)
+
+
+def _sha_only(blobs: list[bytes], calls: int, repeat: int) -> float:
+    """The floor: sha256 of those bytes alone, which any exact option must pay."""
+    runs = []
+    for _ in range(repeat):
+        start = time.process_time()
+        for blob in blobs:
+            hashlib.sha256(blob).hexdigest()
+        runs.append((time.process_time() - start) / calls * 1e6)
+    return min(runs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", help="the shared/ folder (default: next to the repo)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes per option")
+    parser.add_argument("--synthetic", type=int, default=7_000, help="synthetic calls to add")
+    args = parser.parse_args(argv)
+
+    rng = random.Random(20260101)
+    calls = corpus_calls(_shared_dir(args.shared), rng) + synthetic_calls(rng, args.synthetic)
+    rng.shuffle(calls)
+    sizes = [len(json.dumps(c.result if c.result is not UNDEFINED else c.error)) for c in calls]
+    print(f"workload: {len(calls):,} calls; result JSON bytes: mean {statistics.mean(sizes):,.0f},")
+    print(f"  median {statistics.median(sizes):,.0f}, max {max(sizes):,}")
+    blobs, share = _digest_inputs(calls)
+    hashed = statistics.mean(len(blob) for blob in blobs)
+    print(f"fast path serves {share:.1%} of digests; mean canonical bytes hashed {hashed:,.0f}\n")
+
+    print(f"{'option':<52} {'µs/call':>8}")
+    rows: list[tuple[str, Callable[[Call], None], str | None]] = [
+        ("baseline: json.dumps(sort_keys) + sha256 (not exact)", _baseline_stdlib, None),
+        ("baseline: orjson + sha256 (not exact)", _baseline_orjson, None),
+        ("loopwarden, exact walker only", _loopwarden, "exact"),
+        ("loopwarden, fast path = stdlib C json encoder", _loopwarden, "stdlib"),
+        ("loopwarden, fast path = orjson", _loopwarden, "orjson"),
+    ]
+    for label, fn, mode in rows:
+        if mode is None:
+            micros = _time_per_call(fn, calls, args.repeat)
+        else:
+            with _canonical_writer(mode):
+                micros = _time_per_call(fn, calls, args.repeat)
+        print(f"{label:<52} {micros:8.2f}")
+    floor = _sha_only(blobs, len(calls), args.repeat)
+    print(f"{'floor: sha256 alone of the bytes loopwarden hashes':<52} {floor:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
