@@ -72,9 +72,13 @@ def crash() -> str:
 
 @app.tool()
 async def hang() -> str:
-    """Never answer (until the process is killed)."""
+    """Never answer; a cancellation from the client is counted as ``hang_cancelled``."""
     _count("hang")
-    await anyio.sleep(3600)
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        _count("hang_cancelled")
+        raise
     return "unreachable"
 
 

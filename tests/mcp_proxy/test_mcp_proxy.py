@@ -24,9 +24,10 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import require_module
 
 from loopwarden.config import resolve_config
+
+from _support import require_binary, require_module
 
 SERVER = Path(__file__).with_name("server.py")
 COUNTER_ENV = "LOOPWARDEN_TEST_COUNTER"
@@ -164,7 +165,9 @@ def test_notifications_progress_and_logging_pass_through(counter: Path) -> None:
         async with connect(
             proxy_argv(), env_for(counter), logging_callback=on_log, message_handler=on_message
         ) as session:
-            result = await session.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
+            result = await session.call_tool(
+                "progress", {"steps": 3}, progress_callback=on_progress
+            )
             assert texts(result) == ["done after 3 steps"]
             assert [p[0] for p in progress] == [1, 2, 3]
             assert logs == ["progress tool started"]
@@ -344,6 +347,11 @@ def test_downstream_hang_times_out_with_a_clear_error(counter: Path) -> None:
         async with connect(argv, env_for(counter)) as session:
             hung = await session.call_tool("hang", {})
             alive = await session.call_tool("echo", {"text": "still here"})
+            # While still connected (a disconnect would cancel it anyway), the abandoned
+            # request is cancelled at the server: the proxy forwarded notifications/cancelled.
+            with anyio.fail_after(10):
+                while executions(counter)["hang_cancelled"] == 0:
+                    await anyio.sleep(0.05)
         assert hung.isError and "did not answer within 1 s" in texts(hung)[0]
         assert texts(alive) == ["still here"]
 
@@ -415,7 +423,9 @@ def test_bad_arguments_exit_2_with_a_specific_message(argv: list[str], message: 
 def _jsonrpc_line(message: Any) -> bytes:
     from mcp import types
 
-    return (types.JSONRPCMessage(message).model_dump_json(by_alias=True, exclude_none=True) + "\n").encode()
+    return (
+        types.JSONRPCMessage(message).model_dump_json(by_alias=True, exclude_none=True) + "\n"
+    ).encode()
 
 
 def _start_raw_proxy(counter: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -435,9 +445,7 @@ def _start_raw_proxy(counter: Path) -> tuple[subprocess.Popen[bytes], int]:
         clientInfo=types.Implementation(name="raw-test", version="0"),
     )
     messages = [
-        types.JSONRPCRequest(
-            jsonrpc="2.0", id=1, method="initialize", params=dumped(init)
-        ),
+        types.JSONRPCRequest(jsonrpc="2.0", id=1, method="initialize", params=dumped(init)),
         types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"),
         types.JSONRPCRequest(
             jsonrpc="2.0", id=2, method="tools/call", params={"name": "pid", "arguments": {}}
@@ -543,6 +551,53 @@ def test_http_downstream_lists_and_guards(counter: Path, http_server: str) -> No
             assert dumped(await session.list_tools()) == direct_tools
             results = [await session.call_tool("poll", {"job": "h"}) for _ in range(critical + 2)]
         assert [r.isError for r in results] == [False] * critical + [True, True]
+
+    run(body)
+    assert executions(counter)["poll"] == critical
+
+
+# ---------------------------------------------------------------------------- the docs
+
+
+def _documented_entry() -> tuple[str, dict[str, Any]]:
+    """The ``mcpServers`` entry after the ``tested-client-entry`` marker in docs/mcp-proxy.md."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "mcp-proxy.md").read_text("utf-8")
+    after_marker = doc.split("<!-- tested-client-entry -->", 1)[1]
+    block = after_marker.split("```json", 1)[1].split("```", 1)[0]
+    servers = json.loads(block)["mcpServers"]
+    assert len(servers) == 1
+    name, entry = next(iter(servers.items()))
+    return name, entry
+
+
+def test_documented_client_entry_works_as_written(tmp_path: Path) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    _, entry = _documented_entry()
+    command = require_binary(entry["command"], "pip install -e '.[mcp]' puts it on PATH")
+    repo = Path(__file__).resolve().parents[2]
+    # As a desktop client does: the entry's command, args and env, run from the repo root.
+    # The env's relative counter path is redirected into tmp_path so the test leaves no file.
+    env = {**os.environ, **entry.get("env", {})}
+    counter = tmp_path / env[COUNTER_ENV]
+    env[COUNTER_ENV] = str(counter)
+    params = StdioServerParameters(command=command, args=entry["args"], env=env, cwd=repo)
+    args = entry["args"]
+    settings = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--set")
+    warn, critical = int(settings["warningThreshold"]), int(settings["criticalThreshold"])
+
+    async def body() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert "poll" in names
+            results = [
+                await session.call_tool("poll", {"job": "demo"}) for _ in range(critical + 1)
+            ]
+        assert any(len(texts(r)) == 2 for r in results[:critical])  # a warning was appended
+        assert [r.isError for r in results] == [False] * critical + [True]
+        assert texts(results[warn])[-1].startswith("WARNING:")
 
     run(body)
     assert executions(counter)["poll"] == critical
