@@ -43,6 +43,8 @@ from loopwarden.adapters.openai_agents import (  # noqa: E402
     LoopGuardrails,
     guard_agent,
 )
+from loopwarden.compaction import CompactionLoopPersistedError  # noqa: E402
+from loopwarden.errors import LoopStoppedError  # noqa: E402
 from loopwarden.events import LoopEvent  # noqa: E402
 
 set_tracing_disabled(True)
@@ -155,15 +157,21 @@ def test_stop_after_blocks_raises_a_catchable_loopwarden_error_with_the_reason()
         Agent(name="weather", model=model, tools=[weather.tool]), guard, stop_after_blocks=1
     )
 
-    with pytest.raises(LoopStopped) as caught:
+    with pytest.raises(LoopStoppedError) as caught:
         run(agent)
 
     model.assert_complete()
     assert weather.executions == CRITICAL
     stop = caught.value
     assert isinstance(stop, AgentLoopStopped) and isinstance(stop, AgentsException)
+    assert isinstance(stop, LoopStopped)
     assert stop.reason.startswith("CRITICAL: Called get_weather with identical arguments")
-    assert stop.detector == "generic_repeat"
+    assert (stop.detector, stop.count, stop.tool_name) == (
+        "generic_repeat",
+        CRITICAL,
+        "get_weather",
+    )
+    assert stop.decision.action == "block"
 
 
 def test_loop_surviving_a_compaction_stops_the_run() -> None:
@@ -191,8 +199,14 @@ def test_loop_surviving_a_compaction_stops_the_run() -> None:
 
     model.assert_complete()
     assert executions == window
-    assert caught.value.detector == "compaction_loop_persisted"
-    assert caught.value.reason.startswith(f"CRITICAL: tool get_weather repeated {window} times")
+    stop = caught.value
+    assert (stop.detector, stop.count, stop.tool_name) == (
+        "compaction_loop_persisted",
+        window,
+        "get_weather",
+    )
+    assert stop.reason.startswith(f"CRITICAL: tool get_weather repeated {window} times")
+    assert isinstance(stop.error, CompactionLoopPersistedError)
 
 
 def test_healthy_run_is_untouched() -> None:

@@ -32,6 +32,7 @@ from pydantic_ai.models.test import TestModel  # noqa: E402
 from loopwarden import LoopGuard  # noqa: E402
 from loopwarden.adapters import LoopStopped  # noqa: E402
 from loopwarden.adapters.pydantic_ai import AgentRunLoopStopped, LoopGuardCapability  # noqa: E402
+from loopwarden.errors import LoopStoppedError  # noqa: E402
 from loopwarden.events import LoopEvent  # noqa: E402
 
 WARNING, CRITICAL = 2, 4
@@ -139,13 +140,15 @@ def test_stop_after_blocks_raises_a_clear_loopwarden_error() -> None:
     script = Script(CRITICAL + 5)
     agent, counter = make_agent(script, LoopGuardCapability(guard, stop_after_blocks=1))
 
-    with pytest.raises(LoopStopped) as caught:
+    with pytest.raises(LoopStoppedError) as caught:
         agent.run_sync("weather?")
 
     assert counter["executions"] == CRITICAL
     assert script.made == CRITICAL + 1  # the model was not asked again after the stop
     stop = caught.value
     assert isinstance(stop, AgentRunLoopStopped) and isinstance(stop, AgentRunError)
+    assert isinstance(stop, LoopStopped) and str(stop) == stop.reason
+    assert (stop.count, stop.tool_name) == (CRITICAL, "get_weather")
     assert stop.reason.startswith("CRITICAL: Called get_weather with identical arguments")
     assert stop.detector == "generic_repeat"
 

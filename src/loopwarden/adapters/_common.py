@@ -16,6 +16,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from loopwarden.errors import LoopStoppedError
+
 if TYPE_CHECKING:
     from loopwarden.guard import Decision
 
@@ -24,21 +26,28 @@ __all__ = ["LoopStopped"]
 _DEFAULT_STOP_REASON = "loopwarden stopped this run because the agent was looping on tool calls."
 
 
-class LoopStopped(RuntimeError):
-    """The loop guard ended the run; ``reason`` says why (the model-facing message).
+class LoopStopped(LoopStoppedError):
+    """The loop guard ended the run; ``reason`` (also ``message``) says why.
 
     Raised by the adapters whose framework ends a run with an exception (OpenAI Agents SDK,
-    PydanticAI). ``decision`` is the guard's ``Decision`` that ended the run, ``detector`` the
-    detector that fired (for example ``compaction_loop_persisted``) and ``error`` the
-    ``CompactionLoopPersistedError`` when a loop survived a compaction.
+    PydanticAI). It is a ``loopwarden.errors.LoopStoppedError``, so one ``except`` catches every
+    way loopwarden ends a run. ``decision`` is the guard's ``Decision`` that ended it,
+    ``detector`` the detector that fired (for example ``compaction_loop_persisted``), ``count``
+    its count, ``tool_name`` the tool, and ``error`` the ``CompactionLoopPersistedError`` when a
+    loop survived a compaction.
     """
 
-    def __init__(self, decision: Decision) -> None:
+    def __init__(self, decision: Decision, *, tool_name: str = "") -> None:
+        source = decision.error or decision.verdict
+        super().__init__(
+            stop_reason(decision),
+            detector=detector_of(decision) or "loopwarden",
+            count=int(getattr(source, "count", 0) or 0),
+            tool_name=str(getattr(source, "tool_name", "") or tool_name),
+        )
         self.decision = decision
-        self.reason: str = stop_reason(decision)
-        self.detector: str | None = detector_of(decision)
-        self.error: BaseException | None = getattr(decision, "error", None)
-        super().__init__(self.reason)
+        self.reason: str = self.message
+        self.error: BaseException | None = decision.error
 
 
 def stop_reason(decision: Decision) -> str:

@@ -208,9 +208,9 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         run = self._run_of(request.state, request.runtime)
         if run is None:
             # Used outside create_agent (a bare ToolNode): no before_agent gave us a run id, so
-            # the call is guarded as a one-off run of its thread.
-            run_id = new_run_id()
-            run = self._runs.get(run_id, _thread_id(request.runtime) or run_id, run_id)
+            # all calls of the thread count as one run.
+            session = _thread_id(request.runtime) or "langchain"
+            run = self._runs.get(f"thread:{session}", session, session)
         return run
 
     def _note_compaction(self, run: RunState, messages: Sequence[AnyMessage]) -> None:

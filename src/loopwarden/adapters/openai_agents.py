@@ -79,8 +79,8 @@ class AgentLoopStopped(LoopStopped, AgentsException):
     ``reason`` is the guard's message; the SDK fills ``run_data`` with the run so far.
     """
 
-    def __init__(self, decision: Decision) -> None:
-        LoopStopped.__init__(self, decision)
+    def __init__(self, decision: Decision, *, tool_name: str = "") -> None:
+        LoopStopped.__init__(self, decision, tool_name=tool_name)
         self.run_data = None
 
 
@@ -200,12 +200,12 @@ class LoopGuardrails:
         )
         if decision.action == "stop":
             run.stopped = run.stopped or decision
-            raise AgentLoopStopped(decision)
+            raise AgentLoopStopped(decision, tool_name=context.tool_name)
         if decision.action == "block":
             run.blocks += 1
             if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
                 run.stopped = run.stopped or decision
-                raise AgentLoopStopped(decision)
+                raise AgentLoopStopped(decision, tool_name=context.tool_name)
             return ToolGuardrailFunctionOutput.reject_content(
                 stop_reason(decision), output_info=decision.blocked_result
             )
@@ -226,7 +226,7 @@ class LoopGuardrails:
         )
         if after.action == "stop":
             run.stopped = run.stopped or after
-            raise AgentLoopStopped(after)
+            raise AgentLoopStopped(after, tool_name=context.tool_name)
         warning = run.pending_warnings.pop(context.tool_call_id, None)
         if warning is None:
             return ToolGuardrailFunctionOutput.allow()

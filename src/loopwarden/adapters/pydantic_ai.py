@@ -131,7 +131,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
             run.session, call.tool_name, params, run_id=run.run_id, tool_call_id=call.tool_call_id
         )
         if decision.action in ("block", "stop"):
-            self._refuse(run, decision)
+            self._refuse(run, call, decision)
         try:
             result = await handler(args)
         except Exception as exc:
@@ -158,14 +158,14 @@ class LoopGuardCapability(AbstractCapability[Any]):
             run.seen_compactions.update(fresh)
             self.guard.on_compaction_retry(run.session, run_id=run.run_id)
 
-    def _refuse(self, run: RunState, decision: Decision) -> None:
+    def _refuse(self, run: RunState, call: ToolCallPart, decision: Decision) -> None:
         if decision.action == "stop":
             run.stopped = run.stopped or decision
-            raise AgentRunLoopStopped(decision)
+            raise AgentRunLoopStopped(decision, tool_name=call.tool_name)
         run.blocks += 1
         if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
             run.stopped = run.stopped or decision
-            raise AgentRunLoopStopped(decision)
+            raise AgentRunLoopStopped(decision, tool_name=call.tool_name)
         # ToolFailed: the model sees a failed tool result, and the tool's retry budget is kept.
         raise ToolFailed(stop_reason(decision))
 
@@ -180,7 +180,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         )
         if after.action == "stop":
             run.stopped = run.stopped or after
-            raise AgentRunLoopStopped(after)
+            raise AgentRunLoopStopped(after, tool_name=call.tool_name)
 
 
 def _compaction_keys(messages: Iterable[ModelMessage]) -> list[str]:
