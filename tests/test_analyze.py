@@ -347,3 +347,21 @@ def test_a_file_broken_part_way_keeps_what_came_before(
         assert len(errors) == 2 and f"{path}:7:" in errors[0]
         assert "the 1 trajectories before it are included" in errors[0]
     assert results["1"] == results["2"]
+
+
+def test_a_stop_instead_of_a_block_ends_the_replayed_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = flat(tmp_path / "loop.jsonl", same_call_rows("r", ["same"] * 25))
+    code, doc = run_json(capsys, str(path), "--set", "stopAfterBlocks=2")
+    (traj,) = doc["trajectories"]
+    critical = doc["config"]["criticalThreshold"]
+    # First critical verdict blocks; the second one ends the run; nothing after it is replayed.
+    assert [(e["index"], e["action"]) for e in traj["events"]][-2:] == [
+        (critical, "block"),
+        (critical + 1, "stop"),
+    ]
+    assert traj["stopped"] is True and traj["blocks"] == 1
+    assert traj["first_block"]["index"] == critical
+    assert traj["calls_after_first_block"] == 25 - critical - 1
+    assert code == 1

@@ -177,7 +177,9 @@ class Replayer:
             session, call.tool, call.params, run_id=RUN_ID, tool_call_id=call.tool_call_id
         )
         _note(report, index, call.tool, before)
-        if before.action in ("block", "stop") or not call.has_outcome:
+        if before.action == "stop":
+            return True  # the guard ended the run instead of running this call
+        if before.action == "block" or not call.has_outcome:
             return False
         if call.result is MISSING:
             result, error = UNDEFINED, call.error
@@ -201,6 +203,8 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
     action = decision.action
     verdict = decision.verdict
     if action == "stop" and decision.error is not None:
+        # A stop ends the run: after a compaction loop (no verdict), or instead of a block
+        # when the config stops after repeated blocks (the call itself did not run).
         error = decision.error
         mark = Mark(
             index,

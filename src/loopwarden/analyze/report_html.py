@@ -7,6 +7,7 @@ as hover text; a checkbox filters the list down to trajectories with loops.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from html import escape
 from typing import TextIO
@@ -101,7 +102,9 @@ def _page(
 
 def _config_text(analysis: Analysis) -> str:
     camel = analysis.configs[0].to_camel()
-    return ", ".join(f"{k}={v}" for k, v in camel.items() if not isinstance(v, dict))
+    return ", ".join(
+        f"{key}={json.dumps(value)}" for key, value in camel.items() if not isinstance(value, dict)
+    )
 
 
 def _summary(totals: dict[str, int]) -> str:
