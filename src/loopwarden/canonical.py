@@ -28,7 +28,7 @@ import re
 import traceback
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any, Final, cast
+from typing import Any, Final
 
 __all__ = [
     "UNDEFINED",
@@ -370,7 +370,7 @@ _REFUSED: Final = object()
 _PLAIN_SCALARS: Final = frozenset({str, int, bool, type(None)})
 
 
-def _plain_form(value: object, depth: int) -> object:
+def _plain_form(value: Any, depth: int) -> Any:
     """`value` itself, a copy a JSON encoder writes exactly as JavaScript would, or _REFUSED.
 
     Admitted, by exact type (no subclasses): None, bool, int, str; list, tuple; dict whose keys
@@ -383,14 +383,13 @@ def _plain_form(value: object, depth: int) -> object:
     if kind in _PLAIN_SCALARS:
         return value
     if kind is float:
-        return _plain_float(cast(float, value))
+        return _plain_float(value)
     if depth >= _MAX_FAST_DEPTH:
         return _REFUSED
     depth += 1
     if kind is dict:
-        mapping = cast(dict[Any, Any], value)
         copy: dict[Any, Any] | None = None
-        for key, item in mapping.items():
+        for key, item in value.items():
             if type(key) is not str or not (key.isascii() or _ASTRAL.search(key) is None):
                 return _REFUSED
             if type(item) in _PLAIN_SCALARS:  # inline: a call per leaf would double the cost
@@ -400,13 +399,12 @@ def _plain_form(value: object, depth: int) -> object:
                 if plain is _REFUSED:
                     return _REFUSED
                 if copy is None:
-                    copy = dict(mapping)
+                    copy = dict(value)
                 copy[key] = plain
-        return mapping if copy is None else copy
+        return value if copy is None else copy
     if kind is list or kind is tuple:
-        items = cast(list[Any], value)
         copied: list[Any] | None = None
-        for index, item in enumerate(items):
+        for index, item in enumerate(value):
             if type(item) in _PLAIN_SCALARS:
                 continue
             plain = _plain_form(item, depth)
@@ -414,9 +412,9 @@ def _plain_form(value: object, depth: int) -> object:
                 if plain is _REFUSED:
                     return _REFUSED
                 if copied is None:
-                    copied = list(items)
+                    copied = list(value)
                 copied[index] = plain
-        return items if copied is None else copied
+        return value if copied is None else copied
     return _REFUSED
 
 

@@ -100,39 +100,44 @@ def hash_tool_outcome(
     details: dict[Any, Any] = raw_details if isinstance(raw_details, dict) else {}
     if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
         return None, None  # the detector's own veto is never progress
-    text = _content_text(result.get("content"))
-    shaped = _shaped_outcome(tool, params, details, text, send_tools)
+    shaped = _shaped_outcome(tool, params, result, details, send_tools)
     return digest_stable(shaped), None
 
 
 def _shaped_outcome(
     tool: str,
     params: object,
+    result: dict[Any, Any],
     details: dict[Any, Any],
-    text: str,
     send_tools: Collection[str],
 ) -> object:
-    """The value hashed for a dict result: rules 5-8, first that applies."""
+    """The value hashed for a dict result: rules 5-8, first that applies.
+
+    The content text is joined only by the rules that use it: most exec results carry their
+    output twice (content and details.aggregated), and copying 20 kB for nothing is not free.
+    """
     status = details.get("status")
     if tool == "exec" and isinstance(status, str):
-        shaped = _exec_outcome(status, details, text)
+        shaped = _exec_outcome(status, details, result)
         if shaped is not None:
             return shaped
     action = params.get("action") if isinstance(params, dict) else None
     if tool == "process" and action in ("poll", "log"):
-        return _process_outcome(action, details, text)
+        return _process_outcome(action, details, _content_text(result))
     if tool == "sessions_send" or tool in send_tools or (tool == "message" and _is_send(action)):
         return strip_volatile_ids(details)
     if tool == "update_plan":
         return {"details": normalize_plan(details), "text": ""}
-    return {"details": details, "text": text}
+    return {"details": details, "text": _content_text(result)}
 
 
 def _is_send(action: object) -> bool:
     return isinstance(action, str) and action in SEND_ACTIONS
 
 
-def _content_text(content: object) -> str:
+def _content_text(result: dict[Any, Any]) -> str:
+    """The text items of the result's content, joined with newlines and trimmed (rule 3)."""
+    content = result.get("content")
     if not isinstance(content, list | tuple):
         return ""
     parts = [
@@ -145,7 +150,9 @@ def _content_text(content: object) -> str:
     return js_trim("\n".join(parts))
 
 
-def _exec_outcome(status: str, details: dict[Any, Any], text: str) -> dict[str, object] | None:
+def _exec_outcome(
+    status: str, details: dict[Any, Any], result: dict[Any, Any]
+) -> dict[str, object] | None:
     if status == "running":
         tail = details.get("tail")
         return {"status": status, "tail": tail if isinstance(tail, str) else ""}
@@ -157,7 +164,7 @@ def _exec_outcome(status: str, details: dict[Any, Any], text: str) -> dict[str, 
             "status": status,
             "exitCode": exit_code if _is_number(exit_code) else None,
             "timedOut": details.get("timedOut") is True,
-            "output": output or text,
+            "output": output or _content_text(result),
         }
     if status in _EXEC_APPROVAL:
         return {
