@@ -511,3 +511,31 @@ def test_every_sample_imports_with_calls() -> None:
         assert trajectories and any(t.calls for t in trajectories), path
         formats |= {t.format for t in trajectories}
     assert formats == {"openclaw", "swe-agent", "mini-swe-agent", "tau-bench", "openhands"}
+
+
+def test_anthropic_response_objects_and_per_message_jsonl(tmp_path: Path) -> None:
+    use = {"type": "tool_use", "id": "toolu_9", "name": "read", "input": {"path": "a"}}
+    responses = [{"id": "msg_1", "type": "message", "role": "assistant", "content": [use],
+                  "stop_reason": "tool_use"}]  # fmt: skip
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps(responses))
+    assert detect(path).format == "anthropic"
+    (call,) = _one(path).calls
+    assert (call.tool, call.params, call.has_outcome) == ("read", {"path": "a"}, False)
+    result = {"type": "tool_result", "tool_use_id": "toolu_9", "content": [
+        {"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}  # fmt: skip
+    lines = _write_jsonl(tmp_path / "conv.jsonl", [
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result]},
+    ])  # fmt: skip
+    assert detect(lines).format == "anthropic"
+    traj = _one(lines)
+    assert traj.id == "conv" and traj.calls[0].result == "one\ntwo"
+
+
+def test_openclaw_without_header_is_still_recognised(tmp_path: Path) -> None:
+    lines = [_oc_call("a1", None, "c1", "ls"), _oc_result("a2", "a1", "c1", "x")]
+    path = _write_jsonl(tmp_path / "salvaged.jsonl", lines)
+    assert detect(path).format == "openclaw"
+    traj = _one(path)
+    assert traj.id == "salvaged" and traj.calls[0].result["content"][0]["text"] == "x"
