@@ -1,0 +1,495 @@
+"""A session store in Redis, so many worker processes share one history per session.
+
+A gateway that sends the tool calls of one session to different workers must keep the history
+in one place, or loops slip through. :class:`RedisStore` keeps each session under keys sharing a
+hash tag (``lw:{session}:h`` — the history, a list of JSON records, oldest first — and
+``lw:{session}:m`` — a hash with the version token and the rest of the session as JSON), so
+Redis Cluster keeps them on one node and a Lua script can touch both atomically.
+
+Each ``update(key, fn)`` is optimistic: ``fn`` runs on a local copy of the session (cached from
+the last round trip), then one Lua script checks the version token and, if nothing changed in
+between, applies the difference — drop the trimmed records, attach outcomes in place, append new
+records, write the rest if it changed, refresh the idle TTL — in one round trip. If another worker
+wrote first, the script answers with the current state instead and ``fn`` runs again on it. So
+every decision is computed on the state it commits, and N workers give exactly the verdicts one
+process gives for the same interleaved sequence of calls.
+
+When Redis cannot be reached the store raises :class:`StoreUnavailableError` carrying the
+``on_store_error`` policy (``"allow"`` by default); socket timeouts bound every attempt, and
+messages never contain credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from loopwarden.history import ToolCallRecord
+from loopwarden.store import (
+    GuardSession,
+    record_to_dict,
+    restore_session,
+    session_state_from_records,
+    snapshot_session,
+)
+from loopwarden.stores import OnStoreError, StoreUnavailableError, check_on_store_error
+
+logger = logging.getLogger("loopwarden.stores.redis")
+
+_T = TypeVar("_T")
+
+_JSON_MEMO_SIZE = 20_000
+_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
+_SECRET_QUERY = re.compile(r"(?i)([?&][^=&]*(?:password|secret|token)[^=&]*=)[^&]*")
+_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/@\s]*@")
+
+# KEYS: history list, meta hash. ARGV: expected token, new token, ttl ms, drop count, meta JSON
+# ('' = unchanged), number of in-place sets n, then n (index, record) pairs, then appended records.
+# On a token mismatch nothing is written and the current state is returned for a retry.
+_UPDATE_LUA = """
+local current = redis.call('HGET', KEYS[2], 'v') or ''
+if current ~= ARGV[1] then
+  return {0, current, redis.call('HGET', KEYS[2], 'meta') or '',
+          redis.call('LRANGE', KEYS[1], 0, -1)}
+end
+local drop = tonumber(ARGV[4])
+if drop > 0 then redis.call('LTRIM', KEYS[1], drop, -1) end
+local nsets = tonumber(ARGV[6])
+local i = 7
+for _ = 1, nsets do
+  redis.call('LSET', KEYS[1], tonumber(ARGV[i]), ARGV[i + 1])
+  i = i + 2
+end
+if i <= #ARGV then redis.call('RPUSH', KEYS[1], unpack(ARGV, i, #ARGV)) end
+redis.call('HSET', KEYS[2], 'v', ARGV[2])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[5]) end
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {1}
+"""
+
+_READ_LUA = """
+return {redis.call('HGET', KEYS[2], 'v') or '', redis.call('HGET', KEYS[2], 'meta') or '',
+        redis.call('LRANGE', KEYS[1], 0, -1)}
+"""
+
+
+def redact_url(url: str) -> str:
+    """The URL with user, password and password-like query values replaced by ``***``."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _encode_key(session: str) -> str:
+    """The session as it appears inside the hash tag: braces and ``%`` escaped, never empty."""
+    if not session:
+        return "%"  # a bare % cannot come from the escaping below
+    return session.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One session as last seen in Redis: version token, meta JSON, history records JSON."""
+
+    token: str
+    meta: str
+    history: tuple[str, ...]
+
+
+_EMPTY = _Entry("", "", ())
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to turn the stored history into the new one: drop, set in place, append."""
+
+    drop: int
+    sets: tuple[tuple[int, str], ...]
+    appends: tuple[str, ...]
+
+    @property
+    def cost(self) -> int:
+        return len(self.sets) + len(self.appends)
+
+
+def _plan_for(old: Sequence[str], new: Sequence[str], drop: int) -> _Plan:
+    kept = len(old) - drop
+    sets = tuple((i, new[i]) for i in range(kept) if new[i] != old[drop + i])
+    return _Plan(drop, sets, tuple(new[kept:]))
+
+
+def plan_history(old: Sequence[str], new: Sequence[str]) -> _Plan:
+    """The cheapest of a few candidate plans; correct whatever the change was.
+
+    The guard only appends, trims the oldest and fills outcomes in place, so the right plan is
+    nearly always among "drop 0, 1, 2 or the length difference"; dropping everything is the
+    always-correct fallback.
+    """
+    candidates = {0, 1, 2, len(old) - len(new), len(old) - len(new) + 1, len(old)}
+    best: _Plan | None = None
+    for drop in sorted(candidates):
+        if 0 <= drop <= len(old) and len(old) - drop <= len(new):
+            plan = _plan_for(old, new, drop)
+            if best is None or plan.cost < best.cost:
+                best = plan
+    assert best is not None  # drop == len(old) always qualifies
+    return best
+
+
+class RedisStore:
+    """Guard sessions in Redis, shared by every worker that uses the same URL and prefix.
+
+    ``url``: ``redis://[user:password@]host:port/db``, ``rediss://`` (TLS), ``unix://path``,
+    ``redis+cluster://host:port`` (Redis Cluster), or
+    ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (Sentinel; the
+    credentials are the data nodes', ``?sentinel_password=`` the sentinels'). Or pass a ready
+    redis-py ``client``. ``session_ttl``: idle sessions expire after this many seconds (None:
+    never). ``timeout``: socket connect/read timeout of each attempt, in seconds.
+    ``on_store_error``: ``"allow"`` or ``"block"`` when Redis cannot be reached.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        prefix: str = "lw",
+        session_ttl: float | None = 3600.0,
+        on_store_error: OnStoreError = "allow",
+        timeout: float = 1.0,
+        max_attempts: int = 100,
+        cache_size: int = 1024,
+    ) -> None:
+        if (url is None) == (client is None):
+            raise ValueError("RedisStore needs exactly one of url= (a redis:// URL) or client=")
+        if session_ttl is not None and session_ttl <= 0:
+            raise ValueError(f"session_ttl must be positive seconds or None, got {session_ttl}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout}")
+        if max_attempts < 1 or cache_size < 0:
+            raise ValueError("max_attempts must be at least 1 and cache_size at least 0")
+        if "{" in prefix or "}" in prefix:
+            raise ValueError(f"prefix must not contain braces (they mark the hash tag): {prefix!r}")
+        self.on_store_error = check_on_store_error(on_store_error)
+        self.prefix = prefix
+        self.session_ttl = session_ttl
+        self.timeout = timeout
+        self._url = url
+        self._where = redact_url(url) if url is not None else "the given Redis client"
+        self._secrets = _secrets_of(url) if url is not None else ()
+        if url is not None:
+            _check_scheme(url, self._where)
+        self._client_obj: Any = client
+        self._scripts: tuple[Any, Any] | None = None
+        self._max_attempts = max_attempts
+        self._cache_size = cache_size
+        # session -> (last committed state, its live object or None while a caller holds it)
+        self._cache: OrderedDict[str, tuple[_Entry, GuardSession | None]] = OrderedDict()
+        self._json_memo: dict[tuple[Any, ...], str] = {}
+        self._lock = threading.Lock()
+        self._failing = False
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def keys_for(self, session: str) -> tuple[str, str]:
+        """The Redis keys of a session: (history list, meta hash); they share one hash tag."""
+        base = f"{self.prefix}:{{{_encode_key(session)}}}"
+        return f"{base}:h", f"{base}:m"
+
+    # -- the SessionStore protocol -----------------------------------------------------------
+
+    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """Apply ``fn`` to the session atomically across all workers (``fn`` may run again)."""
+        keys = self.keys_for(key)
+        entry, session = self._take(key)
+        for _ in range(self._max_attempts):
+            if entry is None:
+                entry = self._read(keys)
+            if session is None:
+                session = self._restore(key, entry)
+            result = fn(session)
+            meta, history = self._encode(session)
+            plan = plan_history(entry.history, history)
+            token = os.urandom(8).hex()
+            args: list[Any] = [entry.token, token, self._ttl_ms(), plan.drop]
+            args += ["" if meta == entry.meta else meta, len(plan.sets)]
+            for index, record in plan.sets:
+                args += [index, record]
+            args += plan.appends
+            reply = self._call(partial(self._run_script, 0, keys, args))
+            if int(reply[0]) == 1:
+                self._keep(key, _Entry(token, meta, history), session)
+                return result
+            # Another worker wrote first: run fn again on the state it left.
+            entry = _Entry(_text(reply[1]), _text(reply[2]), tuple(_text(r) for r in reply[3]))
+            session = None
+        raise StoreUnavailableError(
+            f"Redis store at {self._where}: session {key!r} kept changing under "
+            f"{self._max_attempts} attempts; giving up on this call",
+            policy=self.on_store_error,
+        )
+
+    def peek(self, key: str) -> GuardSession | None:
+        """A read-only copy of the session as stored now, or None when there is none."""
+        entry = self._read(self.keys_for(key))
+        return None if not entry.token else self._restore(key, entry)
+
+    def __len__(self) -> int:
+        """How many sessions are stored under this prefix (a SCAN; for diagnostics)."""
+        pattern = f"{_glob_escape(self.prefix)}:{{*}}:m"
+        return self._call(lambda: sum(1 for _ in self._client().scan_iter(match=pattern)))
+
+    def clear_cache(self) -> None:
+        """Forget the local copies (the next update reads from Redis)."""
+        with self._lock:
+            self._cache.clear()
+
+    def close(self) -> None:
+        """Close the connections (the store reconnects if used again)."""
+        client = self._client_obj
+        if client is not None and self._url is not None:
+            client.close()
+            self._client_obj = None
+            self._scripts = None
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _ttl_ms(self) -> int:
+        return 0 if self.session_ttl is None else max(1, round(self.session_ttl * 1000))
+
+    def _take(self, key: str) -> tuple[_Entry | None, GuardSession | None]:
+        """The last committed state of a session, if cached, and its live object.
+
+        The live object is handed to one caller at a time (taken out of the cache), so two
+        threads never run ``fn`` on the same object; the other one restores a copy.
+        """
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is None:
+                return None, None
+            entry, session = cached
+            self._cache[key] = (entry, None)
+            self._cache.move_to_end(key)
+            return entry, session
+
+    def _keep(self, key: str, entry: _Entry, session: GuardSession) -> None:
+        if self._cache_size == 0:
+            return
+        with self._lock:
+            self._cache[key] = (entry, session)
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def _encode(self, session: GuardSession) -> tuple[str, tuple[str, ...]]:
+        """The session as (meta JSON, one JSON string per history record)."""
+        # The meta is everything but the history: snapshot a history-less shallow copy.
+        bare = replace(session, state=session_state_from_records(()))
+        meta = _dumps(snapshot_session(bare))
+        history = tuple(self._record_json(record) for record in session.state.history)
+        return meta, history
+
+    def _record_json(self, record: ToolCallRecord) -> str:
+        # Records rarely change between calls: memoise their JSON by value.
+        data = record_to_dict(record)
+        key = tuple(data.values())
+        text = self._json_memo.get(key)
+        if text is None:
+            if len(self._json_memo) >= _JSON_MEMO_SIZE:
+                self._json_memo.clear()
+            text = self._json_memo[key] = _dumps(data)
+        return text
+
+    def _read(self, keys: tuple[str, str]) -> _Entry:
+        reply = self._call(partial(self._run_script, 1, keys, []))
+        return _Entry(_text(reply[0]), _text(reply[1]), tuple(_text(r) for r in reply[2]))
+
+    def _restore(self, key: str, entry: _Entry) -> GuardSession:
+        if not entry.meta:
+            session = GuardSession(key)
+            if not entry.history:
+                return session
+            data = snapshot_session(session)
+        else:
+            data = json.loads(entry.meta)
+        data["history"] = [json.loads(record) for record in entry.history]
+        return restore_session(data)
+
+    def _client(self) -> Any:
+        if self._client_obj is None:
+            assert self._url is not None
+            self._client_obj = _connect(self._url, self.timeout)
+        return self._client_obj
+
+    def _run_script(self, which: int, keys: tuple[str, str], args: list[Any]) -> Any:
+        # redis-py's Script runs EVALSHA and reloads the script after a server restart.
+        return self._load_scripts()[which](keys=list(keys), args=args)
+
+    def _load_scripts(self) -> tuple[Any, Any]:
+        if self._scripts is None:
+            client = self._client()
+            self._scripts = (client.register_script(_UPDATE_LUA), client.register_script(_READ_LUA))
+        return self._scripts
+
+    def _call(self, action: Callable[[], _T]) -> _T:
+        """Run one Redis action; any failure becomes a credential-free StoreUnavailableError."""
+        try:
+            result = action()
+        except Exception as exc:
+            if not _is_redis_failure(exc):
+                raise
+            message = self._scrub(f"Redis store at {self._where}: {type(exc).__name__}: {exc}")
+            if not self._failing:
+                self._failing = True
+                logger.error(
+                    "%s (on_store_error=%s; further failures are logged by the guard)",
+                    message,
+                    self.on_store_error,
+                )
+            raise StoreUnavailableError(message, policy=self.on_store_error) from None
+        if self._failing:
+            self._failing = False
+            logger.warning("Redis store at %s is reachable again", self._where)
+        return result
+
+    def _scrub(self, text: str) -> str:
+        text = redact_url(text)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _is_redis_failure(exc: BaseException) -> bool:
+    """Redis errors and socket-level failures (anything else is a bug and propagates)."""
+    from redis.exceptions import RedisClusterException, RedisError
+
+    return isinstance(exc, (RedisError, RedisClusterException, OSError))
+
+
+def _secrets_of(url: str) -> tuple[str, ...]:
+    """The literal secrets in a URL (user, password, password-like query values)."""
+    parts = urlsplit(url)
+    secrets = [parts.password, parts.username]
+    for name, value in parse_qsl(parts.query):
+        if re.search(r"(?i)password|secret|token", name):
+            secrets.append(value)
+    found = {s for s in secrets if s}
+    found |= {unquote(s) for s in found}
+    # Longest first, so a password containing the user name is replaced whole.
+    return tuple(sorted((s for s in found if len(s) >= 3), key=len, reverse=True))
+
+
+def _check_scheme(url: str, where: str) -> None:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in _SCHEMES:
+        raise ValueError(
+            f"Redis URL {where}: unsupported scheme {scheme!r}; use one of "
+            + ", ".join(f"{s}://" for s in _SCHEMES)
+        )
+
+
+def _connect(url: str, timeout: float) -> Any:
+    """A redis-py client for the URL, with bounded timeouts and one quick reconnect retry."""
+    try:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError as exc:
+        raise ImportError(
+            "RedisStore needs redis-py: pip install 'loopwarden[redis]'" + f" ({exc})"
+        ) from None
+    # One immediate retry survives a server restart (a stale pooled connection) without
+    # turning an outage into a long stall: redis-py's own default backs off for seconds.
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 1),
+        "health_check_interval": 0,
+    }
+    scheme = urlsplit(url).scheme.lower()
+    if scheme.endswith("+cluster"):
+        from redis.cluster import RedisCluster
+
+        plain = url.replace(scheme, scheme.split("+")[0], 1)
+        options.pop("health_check_interval")
+        return _wrap_connect(url, lambda: RedisCluster.from_url(plain, **options))
+    if scheme == "redis+sentinel":
+        return _wrap_connect(url, lambda: _sentinel_client(url, options))
+    return redis.Redis.from_url(url, **options)
+
+
+def _wrap_connect(url: str, build: Callable[[], Any]) -> Any:
+    """Build a client that talks to the server at construction, without leaking secrets."""
+    try:
+        return build()
+    except Exception as exc:
+        if not _is_redis_failure(exc):
+            raise
+        text = redact_url(f"Redis at {redact_url(url)}: {type(exc).__name__}: {exc}")
+        for secret in _secrets_of(url):
+            text = text.replace(secret, "***")
+        raise StoreUnavailableError(text) from None
+
+
+def _sentinel_client(url: str, options: dict[str, Any]) -> Any:
+    from redis.sentinel import Sentinel as _Sentinel
+
+    sentinel_cls: Any = _Sentinel  # redis-py leaves Sentinel unannotated
+
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    sentinels: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"Redis URL {redact_url(url)}: sentinel {item!r} is not host:port")
+        sentinels.append((host.strip("[]"), int(port)))
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
+        raise ValueError(f"Redis URL {redact_url(url)}: name the service, e.g. .../mymaster")
+    query = dict(parse_qsl(parts.query))
+    node = dict(options)
+    if parts.username:
+        node["username"] = unquote(parts.username)
+    if parts.password:
+        node["password"] = unquote(parts.password)
+    if len(path) > 1:
+        node["db"] = int(path[1])
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": options["socket_timeout"],
+        "socket_connect_timeout": options["socket_connect_timeout"],
+        "retry": options["retry"],
+    }
+    if "sentinel_password" in query:
+        sentinel_kwargs["password"] = query["sentinel_password"]
+    sentinel = sentinel_cls(sentinels, sentinel_kwargs=sentinel_kwargs, **node)
+    return sentinel.master_for(path[0], **node)
+
+
+__all__ = ["RedisStore", "StoreUnavailableError", "plan_history", "redact_url"]

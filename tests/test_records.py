@@ -1,0 +1,310 @@
+"""SQLite run records: written by a guard, read back by ``loopwarden runs`` in another process;
+concurrent writers; migrations; locked and corrupt files degrade without breaking the guard."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loopwarden as lw
+from loopwarden.cli.runs_cmd import parse_since
+from loopwarden.records import (
+    _MIGRATIONS,
+    SCHEMA_VERSION,
+    RecordsError,
+    RunRecorder,
+    default_db_path,
+    list_runs,
+    open_db,
+)
+
+CONFIG = {"enabled": True, "warningThreshold": 2, "criticalThreshold": 3}
+SECRET_ARG = "tok-8f2e-private-argument"
+
+
+def _loop(guard: lw.LoopGuard, session: str, run: str | None, n: int) -> list[str]:
+    actions = []
+    params = {"command": "deploy", "token": SECRET_ARG}
+    for _ in range(n):
+        decision = guard.before_tool_call(session, "exec", params, run_id=run)
+        if decision.allowed:
+            guard.after_tool_call(session, "exec", params, result=f"out {SECRET_ARG}", run_id=run)
+        actions.append(decision.action)
+    return actions
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loopwarden", "runs", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    import loopwarden as lw
+    db, run = sys.argv[1], sys.argv[2]
+    guard = lw.LoopGuard({config!r}, agent_id="builder", record_db=db)
+    guard.start_run("sess-1", run)
+    params = {{"command": "deploy", "token": {secret!r}}}
+    for _ in range(5):
+        d = guard.before_tool_call("sess-1", "exec", params, run_id=run)
+        if d.allowed:
+            guard.after_tool_call("sess-1", "exec", params, result="same", run_id=run)
+    guard.end_run("sess-1", run, outcome="failed")
+    """
+).format(config=CONFIG, secret=SECRET_ARG)
+
+
+def test_runs_show_explains_a_blocked_run_from_a_previous_process(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    subprocess.run([sys.executable, "-c", _WRITER, str(db), "run-42"], check=True, timeout=60)
+
+    shown = _cli("show", "run-42", "--db", str(db), "--json")
+    assert shown.returncode == 0, shown.stderr
+    run = json.loads(shown.stdout)
+    assert (run["session"], run["run_id"], run["agent_id"]) == ("sess-1", "run-42", "builder")
+    assert run["outcome"] == "failed" and run["started_at"] <= run["ended_at"]
+    assert [(e["action"], e["detector"], e["count"]) for e in run["events"]] == [
+        ("warn", "generic_repeat", 2),
+        ("block", "generic_repeat", 3),
+        ("block", "generic_repeat", 3),
+    ]
+    assert run["events"][1]["message"].startswith("CRITICAL: Called exec")
+    assert run["events"][1]["args_hash"] == lw.hash_tool_call(
+        "exec", {"command": "deploy", "token": SECRET_ARG}
+    )
+    assert (run["warnings"], run["blocks"], run["stops"]) == (1, 2, 0)
+
+    text = _cli("show", "run-42", "--db", str(db))
+    assert text.returncode == 0, text.stderr
+    assert "outcome: failed" in text.stdout
+    assert "block critical generic_repeat exec count=3" in text.stdout
+    assert "CRITICAL: Called exec with identical arguments" in text.stdout
+
+    listed = _cli("list", "--blocked", "--db", str(db), "--output", "json")
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["run-42"]
+    # Privacy: the raw argument never reaches the file.
+    assert SECRET_ARG.encode() not in db.read_bytes()
+    for suffix in ("-wal", "-shm"):
+        extra = Path(str(db) + suffix)
+        assert not extra.exists() or SECRET_ARG.encode() not in extra.read_bytes()
+
+
+def test_list_filters_blocked_and_since(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    guard = lw.LoopGuard(CONFIG, record_db=db)
+    guard.start_run("a", "calm")
+    guard.before_tool_call("a", "read", {"p": 1}, run_id="calm")
+    guard.end_run("a", "calm")
+    assert _loop(guard, "b", "looping", 4)[-1] == "block"
+    guard.end_run("b", "looping")
+    assert guard.recorder is not None
+    guard.recorder.close()
+
+    everything = json.loads(_cli("list", "--db", str(db), "--output", "json").stdout)
+    assert [r["run_id"] for r in everything] == ["calm", "looping"]
+    assert everything[0]["outcome"] == "completed" and everything[0]["blocks"] == 0
+    blocked = json.loads(_cli("list", "--db", str(db), "--blocked", "--output", "json").stdout)
+    assert [r["run_id"] for r in blocked] == ["looping"]
+    future = _cli("list", "--db", str(db), "--since", "2999-01-01")
+    assert future.returncode == 0 and "no runs recorded" in future.stdout
+    recent = _cli("list", "--db", str(db), "--since", "10m")
+    assert "calm" in recent.stdout and "looping" in recent.stdout
+
+
+def test_runs_without_a_run_id_are_shown_by_row_number(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    guard = lw.LoopGuard(CONFIG, record_db=db)
+    _loop(guard, "solo", None, 3)
+    rows = json.loads(_cli("list", "--db", str(db), "--output", "json").stdout)
+    assert len(rows) == 1 and rows[0]["run_id"] is None
+    shown = _cli("show", f"#{rows[0]['id']}", "--db", str(db))
+    assert shown.returncode == 0 and "(no run id)" in shown.stdout
+
+
+def test_cli_errors_are_clear(tmp_path: Path) -> None:
+    missing = _cli("list", "--db", str(tmp_path / "none.db"))
+    assert missing.returncode == 2 and "no run records at" in missing.stderr
+    assert not (tmp_path / "none.db").exists()  # reading never creates a file
+    db = tmp_path / "runs.db"
+    RunRecorder(db).close()
+    unknown = _cli("show", "nope", "--db", str(db))
+    assert unknown.returncode == 2 and "no recorded run 'nope'" in unknown.stderr
+    bad_since = _cli("list", "--db", str(db), "--since", "yesterday")
+    assert bad_since.returncode == 2 and "expected a duration such as 30m" in bad_since.stderr
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not sqlite at all\n" * 100)
+    broken = _cli("list", "--db", str(corrupt))
+    assert broken.returncode == 2 and "not a usable SQLite database" in broken.stderr
+
+
+def test_parse_since() -> None:
+    assert parse_since("90s", now=1000.0) == 910.0
+    assert parse_since("2h", now=10_000.0) == 2800.0
+    assert parse_since("1970-01-02") == 86400.0
+    assert parse_since("1970-01-01T01:00:00+01:00") == 0.0
+    with pytest.raises(ValueError, match="--since 'soon'"):
+        parse_since("soon")
+
+
+def test_default_path_follows_xdg_state_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert default_db_path() == tmp_path / "state" / "loopwarden" / "runs.db"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
+    assert default_db_path() == Path.home() / ".local" / "state" / "loopwarden" / "runs.db"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    assert default_db_path() == Path.home() / ".local" / "state" / "loopwarden" / "runs.db"
+
+
+def test_record_db_true_writes_to_the_default_location(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    code = "import loopwarden as lw; g = lw.LoopGuard(record_db=True); g.start_run('s', 'r1')"
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+    assert (tmp_path / "loopwarden" / "runs.db").exists()
+    listed = _cli("list", "--output", "json", env=env)
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["r1"]
+
+
+_CONCURRENT = textwrap.dedent(
+    """
+    import sys
+    import loopwarden as lw
+    db, tag = sys.argv[1], sys.argv[2]
+    guard = lw.LoopGuard({"enabled": True, "warningThreshold": 1, "criticalThreshold": 2},
+                         record_db=db)
+    seen = []
+    guard.subscribe(seen.append)
+    for i in range(30):
+        run = f"{tag}-{i}"
+        guard.start_run("s", run)
+        for _ in range(4):
+            d = guard.before_tool_call("s", "exec", {"i": i, "tag": tag}, run_id=run)
+            if d.allowed:
+                guard.after_tool_call("s", "exec", {"i": i, "tag": tag}, result="x", run_id=run)
+        guard.end_run("s", run)
+    assert guard.recorder is not None and guard.recorder.flush()
+    print(len(seen))
+    """
+)
+
+
+def test_four_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONCURRENT, str(db), f"w{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    emitted = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        emitted += int(out)
+    conn = open_db(db)
+    events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    runs = list_runs(conn, limit=1000)
+    assert emitted == 4 * 30 * 3  # warn, block, block in every run
+    assert events == emitted
+    assert len(runs) == 120
+    assert all(r.outcome == "completed" and r.blocks == 2 and r.warnings == 1 for r in runs)
+
+
+def test_a_corrupt_file_is_reported_once_and_the_guard_keeps_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corrupt = tmp_path / "runs.db"
+    corrupt.write_bytes(b"garbage" * 1000)
+    guard = lw.LoopGuard(CONFIG, record_db=corrupt)
+    assert _loop(guard, "s", "r", 5) == ["allow", "allow", "warn", "block", "block"]
+    guard.end_run("s", "r")
+    errors = [r.getMessage() for r in caplog.records if r.name == "loopwarden.records"]
+    assert len(errors) == 1
+    assert "not a usable SQLite database" in errors[0] and str(corrupt) in errors[0]
+    assert "the guard keeps working" in errors[0]
+    assert corrupt.read_bytes() == b"garbage" * 1000  # never overwritten
+
+
+def test_a_locked_file_is_logged_and_the_rows_arrive_after_the_lock(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "runs.db"
+    recorder = RunRecorder(db, timeout=0.1)
+    guard = lw.LoopGuard(CONFIG)
+    recorder.attach(guard)
+    locker = sqlite3.connect(db, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        guard.start_run("s", "locked-run")
+        assert _loop(guard, "s", "locked-run", 4) == ["allow", "allow", "warn", "block"]
+        assert not recorder.ok
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "loopwarden.records"]
+    assert len(messages) == 1 and "is locked by another process" in messages[0]
+    guard.end_run("s", "locked-run")  # the next write flushes what the lock kept out
+    assert recorder.ok
+    conn = open_db(db)
+    (run,) = list_runs(conn)
+    assert (run.run_id, run.warnings, run.blocks, run.outcome) == ("locked-run", 1, 1, "completed")
+
+
+def test_an_old_schema_is_migrated_keeping_its_rows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "loopwarden.records")
+    db = tmp_path / "v1.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(_MIGRATIONS[0])
+    conn.execute(
+        "INSERT INTO runs (session, run_key, first_seen, last_seen, outcome) "
+        "VALUES ('old', 'r-old', 1.0, 2.0, 'completed')"
+    )
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    migrated = open_db(db)
+    assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert migrated.execute("SELECT count(*) FROM sessions").fetchone()[0] == 0
+    assert [r.run_id for r in list_runs(migrated)] == ["r-old"]
+    assert any("migrated to version 2" in r.getMessage() for r in caplog.records)
+
+
+def test_a_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
+    db = tmp_path / "future.db"
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 5}")
+    conn.close()
+    with pytest.raises(RecordsError, match="newer than this loopwarden understands"):
+        open_db(db)
+
+
+def test_events_hold_no_raw_arguments_or_results(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    guard = lw.LoopGuard(CONFIG, record_db=db)
+    _loop(guard, "s", "r", 5)
+    conn = open_db(db)
+    dump = "\n".join(conn.iterdump())
+    assert SECRET_ARG not in dump
+    row: Any = conn.execute("SELECT * FROM events LIMIT 1").fetchone()
+    assert row["args_hash"].startswith("exec:") and row["tool_name"] == "exec"
