@@ -539,3 +539,16 @@ def test_openclaw_without_header_is_still_recognised(tmp_path: Path) -> None:
     assert detect(path).format == "openclaw"
     traj = _one(path)
     assert traj.id == "salvaged" and traj.calls[0].result["content"][0]["text"] == "x"
+
+
+def test_lines_only_the_stdlib_parser_accepts_still_import(tmp_path: Path) -> None:
+    """NaN literals and lone surrogates: the fast parser (orjson, if installed) refuses them."""
+    path = tmp_path / "odd.jsonl"
+    path.write_text(
+        '{"trajectory": "r", "tool": "t", "args": {"x": NaN}, "result": "\\ud800"}\n'
+        '{"trajectory": "r", "tool": "t", "args": {"n": 123456789012345678901234567890}}\n'
+    )
+    first, second = _one(path).calls
+    assert first.params["x"] != first.params["x"]  # NaN
+    assert first.result == "\ud800"
+    assert second.params == {"n": 123456789012345678901234567890}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,18 +39,42 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise TranscriptError(str(path), f"cannot read: {exc}", lineno + 1) from exc
 
 
+def _stdlib_loads(raw: str) -> Any:
+    return json.loads(raw)
+
+
+def _fast_loads() -> Callable[[str], Any]:
+    """orjson's parser when the ``fast`` extra is installed (about 4x faster), else the stdlib."""
+    try:
+        orjson = importlib.import_module("orjson")
+    except ImportError:
+        return _stdlib_loads
+    loads: Callable[[str], Any] = orjson.loads
+    return loads
+
+
+_loads = _fast_loads()
+
+
 def _parse_line(path: Path, lineno: int, raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(
-            str(path), f"not valid JSON ({exc.msg} at column {exc.colno})", lineno
-        ) from exc
+        value = _loads(raw)
+    except ValueError:
+        value = _stdlib_parse(path, lineno, raw)  # orjson refuses NaN/Infinity and huge ints
     if not isinstance(value, dict):
         raise TranscriptError(
             str(path), f"expected a JSON object per line, got {type(value).__name__}", lineno
         )
     return value
+
+
+def _stdlib_parse(path: Path, lineno: int, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(
+            str(path), f"not valid JSON ({exc.msg} at column {exc.colno})", lineno
+        ) from exc
 
 
 def load_json(path: Path) -> Any:
