@@ -34,11 +34,14 @@ stuck = (
     for i in itertools.count()
 )
 
-guard = LoopGuard({"enabled": True, "warningThreshold": 3, "criticalThreshold": 5})
+# stopAfterBlocks: end the run at the first blocked call instead of letting the model retry.
+guard = LoopGuard(
+    {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5, "stopAfterBlocks": 1}
+)
 agent = create_agent(
     ScriptedModel(messages=stuck),
     [get_weather],
-    middleware=[LoopGuardMiddleware(guard, stop_after_blocks=1)],
+    middleware=[LoopGuardMiddleware(guard)],
     checkpointer=InMemorySaver(),
 )
 

@@ -25,10 +25,11 @@ stuck = ScriptedModel(
     [function_call("get_weather", {"city": "Paris"}, call_id=f"c{i}")] for i in range(6)
 )
 
-guard = LoopGuard({"enabled": True, "warningThreshold": 3, "criticalThreshold": 5})
-agent = guard_agent(
-    Agent(name="weather", model=stuck, tools=[get_weather]), guard, stop_after_blocks=1
+# stopAfterBlocks: end the run at the first blocked call instead of letting the model retry.
+guard = LoopGuard(
+    {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5, "stopAfterBlocks": 1}
 )
+agent = guard_agent(Agent(name="weather", model=stuck, tools=[get_weather]), guard)
 
 try:
     asyncio.run(Runner.run(agent, "What's the weather in Paris?"))

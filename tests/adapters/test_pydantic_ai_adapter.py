@@ -136,9 +136,9 @@ def test_second_run_of_the_conversation_starts_clean() -> None:
 
 
 def test_stop_after_blocks_raises_a_clear_loopwarden_error() -> None:
-    guard = LoopGuard(LOOP_CONFIG)
+    guard = LoopGuard({**LOOP_CONFIG, "stopAfterBlocks": 1})
     script = Script(CRITICAL + 5)
-    agent, counter = make_agent(script, LoopGuardCapability(guard, stop_after_blocks=1))
+    agent, counter = make_agent(script, LoopGuardCapability(guard))
 
     with pytest.raises(LoopStoppedError) as caught:
         agent.run_sync("weather?")
@@ -219,8 +219,3 @@ def test_warning_on_a_structured_result_travels_next_to_it() -> None:
     assert [text for _, text in script.returns][WARNING] == '{"city":"Paris","celsius":21}'
     assert len(script.notes) == 2  # the prompt, then the warning as its own user content
     assert script.notes[-1].startswith("WARNING: You have called get_weather 2 times")
-
-
-def test_stop_after_blocks_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="stop_after_blocks"):
-        LoopGuardCapability(LoopGuard(), stop_after_blocks=-1)

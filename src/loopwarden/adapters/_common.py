@@ -66,17 +66,6 @@ def detector_of(decision: Decision) -> str | None:
     return detector if isinstance(detector, str) else None
 
 
-def check_stop_after_blocks(value: object, owner: str) -> int | None:
-    """Validate a ``stop_after_blocks`` option: a positive int, or None for "never stop"."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"{owner}(stop_after_blocks=...) must be a positive int or None, got {value!r}"
-        )
-    return value
-
-
 def new_run_id() -> str:
     """A fresh run id: one per framework invocation, so each run's detection starts clean."""
     return uuid.uuid4().hex
@@ -118,7 +107,6 @@ class RunState:
     session: str
     run_id: str
     stopped: Decision | None = None
-    blocks: int = 0
     seen_compactions: set[str] = field(default_factory=set)
     pending_warnings: dict[str, str] = field(default_factory=dict)
 

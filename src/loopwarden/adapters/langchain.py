@@ -14,7 +14,7 @@ What the model sees:
 - **warn**: the tool runs; the warning is appended to its ``ToolMessage``.
 - **block**: the tool does not run; the model gets an error ``ToolMessage`` whose text is the
   blocked message (the SPEC §6 blocked result is kept as the message's ``artifact``).
-- **stop** (a loop that survived a summarisation, or ``stop_after_blocks`` blocks in one run): the
+- **stop** (a loop that survived a summarisation, or the guard's ``stopAfterBlocks``): the
   next ``before_model`` jumps to the end of the graph with a final ``AIMessage`` saying why, so the
   run ends cleanly instead of hitting the recursion limit.
 
@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 from loopwarden.adapters._common import (
     RunBook,
     RunState,
-    check_stop_after_blocks,
     detector_of,
     new_run_id,
     stop_reason,
@@ -82,9 +81,6 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
 
     Args:
         guard: the ``LoopGuard`` that owns the sessions' histories and the thresholds.
-        stop_after_blocks: end the run (cleanly, with the block message as the final answer)
-            once this many calls were blocked in one run; ``None`` (default) keeps blocking and
-            leaves it to the model to change course.
         max_runs: how many in-flight runs the middleware remembers (oldest forgotten first).
 
     Put it first in ``middleware=[...]``: its ``before_model`` then ends a stopped run before
@@ -97,12 +93,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         self,
         guard: LoopGuard,
         *,
-        stop_after_blocks: int | None = None,
         max_runs: int = 4096,
     ) -> None:
         super().__init__()
         self.guard = guard
-        self.stop_after_blocks = check_stop_after_blocks(stop_after_blocks, "LoopGuardMiddleware")
         self.tools = []
         self._runs: RunBook[str] = RunBook(max_runs)
 
@@ -235,12 +229,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         return run, decision
 
     def _refuse(self, run: RunState, request: ToolCallRequest, decision: Decision) -> ToolMessage:
-        if decision.action == "stop":
+        if decision.action == "stop":  # the blocked call gets its result, then the run ends
             run.stopped = run.stopped or decision
-        else:
-            run.blocks += 1
-            if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
-                run.stopped = run.stopped or decision
         call = request.tool_call
         return ToolMessage(
             content=stop_reason(decision),

@@ -18,7 +18,7 @@ the provider and cannot be guarded). What the model sees:
 
 - **warn**: the tool runs; its output reaches the model as text with the warning appended.
 - **block**: the tool does not run; ``reject_content`` hands the model the blocked text instead.
-- **stop** (a loop that survived a compaction, or ``stop_after_blocks`` blocks in one run):
+- **stop** (a loop that survived a compaction, or the guard's ``stopAfterBlocks``):
   ``Runner.run`` raises :class:`AgentLoopStopped` (a :class:`LoopStopped` and an
   ``AgentsException``) whose ``reason`` says why.
 
@@ -37,7 +37,6 @@ from loopwarden.adapters._common import (
     LoopStopped,
     RunBook,
     RunState,
-    check_stop_after_blocks,
     new_run_id,
     output_text,
     parse_arguments,
@@ -123,17 +122,14 @@ class LoopGuardrails:
         guard: LoopGuard,
         *,
         session: SessionKey = None,
-        stop_after_blocks: int | None = None,
         max_runs: int = 4096,
     ) -> None:
-        check_stop_after_blocks(stop_after_blocks, "guard_agent")
         if session is not None and not isinstance(session, str) and not callable(session):
             raise TypeError(
                 "guard_agent(session=...) must be a string, a function of the run context "
                 f"returning one, or None; got {type(session).__name__}"
             )
         self.guard = guard
-        self.stop_after_blocks = stop_after_blocks
         self._session = session
         self._run_ids = _RunIds()
         self._runs: RunBook[str] = RunBook(max_runs)
@@ -202,10 +198,6 @@ class LoopGuardrails:
             run.stopped = run.stopped or decision
             raise AgentLoopStopped(decision, tool_name=context.tool_name)
         if decision.action == "block":
-            run.blocks += 1
-            if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
-                run.stopped = run.stopped or decision
-                raise AgentLoopStopped(decision, tool_name=context.tool_name)
             return ToolGuardrailFunctionOutput.reject_content(
                 stop_reason(decision), output_info=decision.blocked_result
             )
@@ -266,7 +258,6 @@ def guard_agent(
     guard: LoopGuard,
     *,
     session: SessionKey = None,
-    stop_after_blocks: int | None = None,
 ) -> Agent[Any]:
     """Attach loop guardrails to ``agent``, its MCP servers and its handoff targets; returns it.
 
@@ -275,10 +266,8 @@ def guard_agent(
         guard: the ``LoopGuard`` deciding about each call.
         session: the guard session: a fixed name, or a function of the run context (for
             example the conversation id you keep in ``ctx.context``). Default: one per run.
-        stop_after_blocks: raise :class:`AgentLoopStopped` once this many calls were blocked in
-            one run; ``None`` (default) keeps answering blocked calls with the blocked text.
 
     Guarding again replaces the earlier loopwarden guardrails, so the latest guard wins.
     """
-    guardrails = LoopGuardrails(guard, session=session, stop_after_blocks=stop_after_blocks)
+    guardrails = LoopGuardrails(guard, session=session)
     return guardrails.attach(agent)

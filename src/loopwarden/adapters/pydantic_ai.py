@@ -19,8 +19,8 @@ What the model sees:
   result (``ToolReturn.content``).
 - **block**: the tool does not run; the model gets the blocked text as a failed tool result
   (``ToolFailed``), which does not spend the tool's retry budget.
-- **stop** (a loop that survived a compaction, or ``stop_after_blocks`` blocks in one run): the
-  run raises :class:`AgentRunLoopStopped` (a :class:`LoopStopped` and an ``AgentRunError``) whose
+- **stop** (a loop that survived a compaction, or the guard's ``stopAfterBlocks``): the run
+  raises :class:`AgentRunLoopStopped` (a :class:`LoopStopped` and an ``AgentRunError``) whose
   ``reason`` says why.
 
 The run id is PydanticAI's ``ctx.run_id``; the session is ``ctx.conversation_id`` (so runs that
@@ -39,7 +39,6 @@ from loopwarden.adapters._common import (
     LoopStopped,
     RunBook,
     RunState,
-    check_stop_after_blocks,
     stop_reason,
     with_warning,
 )
@@ -73,21 +72,15 @@ class LoopGuardCapability(AbstractCapability[Any]):
 
     Args:
         guard: the ``LoopGuard`` deciding about each call.
-        stop_after_blocks: end the run with :class:`AgentRunLoopStopped` once this many calls
-            were blocked in one run; ``None`` (default) keeps answering blocked calls.
         session: a function of the ``RunContext`` naming the guard session; default: the
             conversation id (falling back to the run id).
     """
 
     guard: LoopGuard
     _: KW_ONLY
-    stop_after_blocks: int | None = None
     session: Callable[[RunContext[Any]], str] | None = None
     id: str | None = "loopwarden"
     _runs: RunBook[str] = field(default_factory=RunBook, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        check_stop_after_blocks(self.stop_after_blocks, "LoopGuardCapability")
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -160,10 +153,6 @@ class LoopGuardCapability(AbstractCapability[Any]):
 
     def _refuse(self, run: RunState, call: ToolCallPart, decision: Decision) -> None:
         if decision.action == "stop":
-            run.stopped = run.stopped or decision
-            raise AgentRunLoopStopped(decision, tool_name=call.tool_name)
-        run.blocks += 1
-        if self.stop_after_blocks is not None and run.blocks >= self.stop_after_blocks:
             run.stopped = run.stopped or decision
             raise AgentRunLoopStopped(decision, tool_name=call.tool_name)
         # ToolFailed: the model sees a failed tool result, and the tool's retry budget is kept.
