@@ -546,9 +546,9 @@ def test_lines_only_the_stdlib_parser_accepts_still_import(tmp_path: Path) -> No
     path = tmp_path / "odd.jsonl"
     path.write_text(
         '{"trajectory": "r", "tool": "t", "args": {"x": NaN}, "result": "\\ud800"}\n'
-        '{"trajectory": "r", "tool": "t", "args": {"n": 123456789012345678901234567890}}\n'
+        '{"trajectory": "r", "tool": "t", "args": {"x": Infinity}}\n'
     )
     first, second = _one(path).calls
     assert first.params["x"] != first.params["x"]  # NaN
     assert first.result == "\ud800"
-    assert second.params == {"n": 123456789012345678901234567890}
+    assert second.params == {"x": float("inf")}

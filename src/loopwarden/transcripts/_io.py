@@ -60,7 +60,7 @@ def _parse_line(path: Path, lineno: int, raw: str) -> dict[str, Any]:
     try:
         value = _loads(raw)
     except ValueError:
-        value = _stdlib_parse(path, lineno, raw)  # orjson refuses NaN/Infinity and huge ints
+        value = _stdlib_parse(path, lineno, raw)  # orjson refuses NaN/Infinity, lone surrogates
     if not isinstance(value, dict):
         raise TranscriptError(
             str(path), f"expected a JSON object per line, got {type(value).__name__}", lineno
