@@ -161,6 +161,26 @@ def test_stop_after_blocks_ends_the_run_with_the_reason() -> None:
     assert len(model.prompts) == CRITICAL + 1
 
 
+def test_parallel_calls_after_a_stop_are_refused_without_running() -> None:
+    guard = LoopGuard({**LOOP_CONFIG, "stopAfterBlocks": 1})
+    paris = {"name": "get_weather", "args": {"city": "Paris"}}
+    twin_calls = AIMessage(
+        content="", tool_calls=[{**paris, "id": "twin-1"}, {**paris, "id": "twin-2"}]
+    )
+    script = itertools.chain(itertools.islice(loop_script(CRITICAL), CRITICAL), [twin_calls])
+    agent, model, weather = make_agent(script, guard)
+
+    result = agent.invoke({"messages": [HumanMessage("weather?")]}, thread("t1"))
+
+    assert weather.executions == CRITICAL
+    refused = [m for m in result["messages"] if isinstance(m, ToolMessage) and m.status == "error"]
+    # One of the twins is the blocked call that stopped the run, the other meets the stopped run.
+    assert sorted(m.tool_call_id for m in refused) == ["twin-1", "twin-2"]
+    assert all(m.text.startswith("CRITICAL: Called get_weather") for m in refused)
+    assert result["messages"][-1].response_metadata["loopwarden"]["action"] == "stop"
+    assert len(model.prompts) == CRITICAL + 1
+
+
 def test_healthy_run_is_untouched() -> None:
     guard = LoopGuard(LOOP_CONFIG)
     events = events_of(guard)
