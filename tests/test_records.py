@@ -308,3 +308,85 @@ def test_events_hold_no_raw_arguments_or_results(tmp_path: Path) -> None:
     assert SECRET_ARG not in dump
     row: Any = conn.execute("SELECT * FROM events LIMIT 1").fetchone()
     assert row["args_hash"].startswith("exec:") and row["tool_name"] == "exec"
+
+
+# ---------------------------------------------------------------------------------------------
+# The SQLite session store: a restarted process keeps its counts
+
+_RESTART = textwrap.dedent(
+    """
+    import json, sys
+    import loopwarden as lw
+    from loopwarden.stores.sqlite import SQLiteStore
+    guard = lw.LoopGuard(json.loads(sys.argv[2]), store=SQLiteStore(sys.argv[1]))
+    actions = []
+    for _ in range(int(sys.argv[3])):
+        d = guard.before_tool_call("s", "exec", {"c": 1}, run_id="r")
+        if d.allowed:
+            guard.after_tool_call("s", "exec", {"c": 1}, result="same", run_id="r")
+        actions.append(d.action)
+    print(json.dumps(actions))
+    """
+)
+
+
+def test_sqlite_store_keeps_counts_across_a_process_restart(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    config = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 6}
+    memory = lw.LoopGuard(config)
+    want = _loop_plain(memory, 8)
+    got: list[str] = []
+    for n in (4, 4):  # two process lifetimes, 4 calls each
+        out = subprocess.run(
+            [sys.executable, "-c", _RESTART, str(db), json.dumps(config), str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        got += json.loads(out)
+    assert got == want
+    assert got[-2:] == ["block", "block"]  # the block came after the restart
+
+
+def _loop_plain(guard: lw.LoopGuard, n: int) -> list[str]:
+    actions = []
+    for _ in range(n):
+        decision = guard.before_tool_call("s", "exec", {"c": 1}, run_id="r")
+        if decision.allowed:
+            guard.after_tool_call("s", "exec", {"c": 1}, result="same", run_id="r")
+        actions.append(decision.action)
+    return actions
+
+
+def test_sqlite_store_sessions_expire_after_the_idle_ttl(tmp_path: Path) -> None:
+    from loopwarden.stores.sqlite import SQLiteStore
+
+    now = [1000.0]
+    store = SQLiteStore(tmp_path / "s.db", session_ttl=60, clock=lambda: now[0])
+    guard = lw.LoopGuard({"enabled": True}, store=store)
+    guard.before_tool_call("s", "exec", {})
+    now[0] += 59
+    assert store.peek("s") is not None and len(store) == 1
+    now[0] += 2
+    assert store.peek("s") is None and len(store) == 0
+    guard.before_tool_call("s", "exec", {})
+    state = store.peek("s")
+    assert state is not None and len(state.state.history) == 1  # a fresh session
+
+
+def test_sqlite_store_on_a_corrupt_file_fails_clearly_and_the_guard_allows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from loopwarden.stores import StoreUnavailableError
+    from loopwarden.stores.sqlite import SQLiteStore
+
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"nope" * 500)
+    store = SQLiteStore(bad, on_store_error="block")
+    with pytest.raises(StoreUnavailableError, match="not a usable SQLite database") as caught:
+        store.update("s", lambda session: None)
+    assert caught.value.policy == "block"
+    guard = lw.LoopGuard({"enabled": True}, store=SQLiteStore(bad))
+    assert guard.before_tool_call("s", "exec", {}).action == "allow"
+    assert "not a usable SQLite database" in caplog.text  # the guard logs the reason

@@ -112,7 +112,7 @@ def default_db_path() -> Path:
     return root / "loopwarden" / "runs.db"
 
 
-def _explain(path: Path, exc: sqlite3.Error) -> RecordsError:
+def describe_error(path: Path, exc: sqlite3.Error) -> RecordsError:
     """A clear error for a sqlite3 failure on ``path``."""
     text = str(exc)
     if "not a database" in text or "malformed" in text:
@@ -156,7 +156,7 @@ def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Co
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
-        raise _explain(db, exc) from None
+        raise describe_error(db, exc) from None
     except RecordsError:
         if conn is not None:
             conn.close()
@@ -404,7 +404,7 @@ class RunRecorder:
                 for write in self._pending:
                     write(self._conn)
         except sqlite3.Error as exc:
-            error = _explain(self.path, exc)
+            error = describe_error(self.path, exc)
             self._fail(str(error), permanent=error.permanent)
             return False
         self._pending.clear()
