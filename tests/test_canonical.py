@@ -252,6 +252,21 @@ def test_object_whose_str_raises_still_hashes() -> None:
     assert stable_stringify(_Unprintable()) == '"<unprintable _Unprintable>"'
 
 
+@dataclasses.dataclass
+class _Exploding:
+    x: int
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "x":
+            raise RuntimeError("field access fails")
+        return object.__getattribute__(self, name)
+
+
+def test_dataclass_whose_fields_raise_is_written_as_its_str() -> None:
+    # Its field dict is unreadable, and so is its repr (which reads the field): the fallback text.
+    assert stable_stringify({"d": _Exploding(1)}) == '{"d":"<unprintable _Exploding>"}'
+
+
 # --------------------------------------------------------------------------------------------
 # Cycles, sharing and depth
 # --------------------------------------------------------------------------------------------
@@ -274,6 +289,22 @@ def test_cycle_through_a_dataclass_is_circular() -> None:
     point = _Point(0.5, [])
     point.tags.append(point)  # type: ignore[arg-type]
     assert stable_stringify(point) == '{"tags":["[Circular]"],"x":0.5}'
+
+
+@dataclasses.dataclass(eq=False)  # hashable by identity, so it can sit in a set
+class _Node:
+    children: list[Any]
+
+
+def test_cycle_through_a_set_terminates() -> None:
+    node = _Node([])
+    bag = {node}
+    node.children.append(bag)
+    assert stable_stringify(bag) == '[{"children":["[Circular]"]}]'
+    assert (
+        stable_stringify([bag, bag])
+        == '[[{"children":["[Circular]"]}],[{"children":["[Circular]"]}]]'
+    )
 
 
 def test_shared_acyclic_references_are_written_in_full() -> None:

@@ -271,8 +271,10 @@ def _expand(value: object, active: dict[int, object]) -> _Children | str:
         fields = _field_items(value)
         if fields is not None:
             return True, _object_children(fields, active)
-    except RecursionError:
-        pass  # a pathological set or key collision nested too deep to sort: write str()
+    except Exception:
+        # An object that will not expose its contents (a field property that raises, a set
+        # nested too deep to sort) is written like any other object: as its str().
+        pass
     return _quote(_safe_str(value))
 
 
@@ -312,8 +314,9 @@ def _sorted_set(items: set[Any] | frozenset[Any], active: dict[int, object]) -> 
 
 
 def _sort_text(value: object, active: dict[int, object]) -> str:
-    # Shares the current path, so a cycle through the container being sorted still terminates.
-    return _stringify_exact(value, active)
+    # A copy of the current path: a cycle through the container being sorted still ends, and a
+    # failure half-way cannot leave stale entries behind.
+    return _stringify_exact(value, dict(active))
 
 
 def _field_items(value: object) -> list[tuple[str, Any]] | None:
