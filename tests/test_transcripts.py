@@ -552,3 +552,45 @@ def test_lines_only_the_stdlib_parser_accepts_still_import(tmp_path: Path) -> No
     assert first.params["x"] != first.params["x"]  # NaN
     assert first.result == "\ud800"
     assert second.params == {"x": float("inf")}
+
+
+def _mutate(rnd: Any, value: Any) -> None:
+    """Replace one nested value with a value of another type."""
+    keys = list(value) if isinstance(value, dict) else range(len(value))
+    if not keys:
+        return
+    key = rnd.choice(list(keys))
+    child = value[key]
+    if rnd.random() < 0.3 or not isinstance(child, (dict, list)):
+        value[key] = rnd.choice([None, 1, "x", [], {}, [1, "a"], {"a": None}, True])
+    else:
+        _mutate(rnd, child)
+
+
+def test_mangled_samples_import_or_fail_with_a_transcript_error(tmp_path: Path) -> None:
+    """Valid JSON in unexpected shapes, and truncated files: never a crash of another kind."""
+    import random
+
+    rnd = random.Random(7)
+    for path in iter_sources([shared_path("samples")]):
+        fmt = detect(path).format
+        assert fmt is not None
+        text = path.read_text(encoding="utf-8")
+        for attempt in range(12):
+            if attempt % 3 == 0:
+                mangled = text[: rnd.randrange(len(text))]
+            elif path.name.endswith(".jsonl"):
+                lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+                _mutate(rnd, lines)
+                mangled = "\n".join(json.dumps(line) for line in lines)
+            else:
+                doc = json.loads(text)
+                _mutate(rnd, doc)
+                mangled = json.dumps(doc)
+            target = tmp_path / path.name
+            target.write_text(mangled, encoding="utf-8")
+            try:
+                for trajectory in read_transcripts(target, fmt):
+                    assert isinstance(trajectory, Trajectory)
+            except TranscriptError as exc:
+                assert str(target) in str(exc)
