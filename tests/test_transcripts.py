@@ -594,3 +594,18 @@ def test_mangled_samples_import_or_fail_with_a_transcript_error(tmp_path: Path) 
                     assert isinstance(trajectory, Trajectory)
             except TranscriptError as exc:
                 assert str(target) in str(exc)
+
+
+def test_openhands_tree_keeps_only_the_active_branch(tmp_path: Path) -> None:
+    def action(event_id: str, parent: str, cmd: str) -> dict[str, Any]:
+        return {"kind": "ActionEvent", "id": event_id, "parent_id": parent, "source": "agent",
+                "timestamp": "t", "tool_name": "terminal", "tool_call_id": f"tc-{event_id}",
+                "action": {"kind": "TerminalAction", "command": cmd}}  # fmt: skip
+
+    events = [
+        action("e1", "__root__", "ls"),
+        action("e2", "e1", "abandoned"),
+        action("e3", "e1", "kept"),  # a sibling of e2: the conversation was forked at e1
+    ]
+    traj = _one(_write_jsonl(tmp_path / "tree.jsonl", events))
+    assert [c.params["command"] for c in traj.calls] == ["ls", "kept"]

@@ -4,7 +4,8 @@ Accepted: events joined as JSONL (streamed), or a persisted conversation directo
 (``base_state.json`` + ``events/event-<idx>-<uuid>.json``). ``ActionEvent`` is a call,
 ``ObservationEvent`` / ``AgentErrorEvent`` its outcome (linked by ``tool_call_id``, else by
 ``action_id``), ``Condensation`` a compaction. Trimmed slices start with observations whose
-action is missing: those are counted as orphans, not errors.
+action is missing: those are counted as orphans, not errors. When events carry ``parent_id``
+(newer files), only the branch leading to the last event is replayed.
 """
 
 from __future__ import annotations
@@ -49,11 +50,33 @@ def _dir_events(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield index(file), event
 
 
+def _active_branch(
+    events: list[tuple[int, dict[str, Any]]],
+) -> list[tuple[int, dict[str, Any]]]:
+    """Newer files form a tree (``parent_id``; absent means "the event before"): keep only the
+    path from the root to the last event, so abandoned branches are not interleaved."""
+    if not any("parent_id" in event for _, event in events):
+        return events
+    parents: dict[str, str | None] = {}
+    previous: str | None = None
+    for _, event in events:
+        event_id = str(event.get("id"))
+        parent = event.get("parent_id", previous)
+        parents[event_id] = str(parent) if parent is not None else None
+        previous = event_id
+    on_path: set[str] = set()
+    cursor: str | None = previous
+    while cursor is not None and cursor in parents and cursor not in on_path:
+        on_path.add(cursor)
+        cursor = parents[cursor]
+    return [(position, event) for position, event in events if str(event.get("id")) in on_path]
+
+
 def _build(path: Path, traj_id: str, events: Iterable[tuple[int, dict[str, Any]]]) -> Trajectory:
     trajectory = Trajectory(id=traj_id, source=str(path), format=FORMAT)
     linker = CallLinker(trajectory)
     call_id_of_action: dict[str, str] = {}  # ActionEvent.id -> tool_call_id
-    for position, event in events:
+    for position, event in _active_branch(list(events)):
         kind = event.get("kind")
         if kind == "ActionEvent":
             call = linker.add_call(_call(event, position))
