@@ -3,6 +3,8 @@
 Generic chat files are an array of messages, an object ``{messages: [...]}``, or JSONL with one
 ``{messages: [...]}`` object per line (one trajectory per line, streamed). tau-bench files are a
 JSON array of runs ``{task_id, trial, reward, info, traj}`` whose ``traj`` is a chat list.
+Not handled (no samples to check them against): Responses-API item lists, and tau-bench's
+text-action strategies (``Action: {json}`` / ``API output:``), which import with no calls.
 """
 
 from __future__ import annotations
