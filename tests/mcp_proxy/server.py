@@ -17,6 +17,7 @@ import os
 import sys
 
 import anyio
+from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.tools import Tool
 
@@ -113,6 +114,30 @@ async def add_tool(ctx: Context) -> str:  # type: ignore[type-arg]
     app._tool_manager._tools["late"] = Tool.from_function(_late, name="late")
     await ctx.session.send_tool_list_changed()
     return "added"
+
+
+@app.tool()
+async def ask_model(question: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the client's model (sampling) and return its answer."""
+    _count("ask_model")
+    result = await ctx.session.create_message(
+        messages=[
+            types.SamplingMessage(
+                role="user", content=types.TextContent(type="text", text=question)
+            )
+        ],
+        max_tokens=32,
+    )
+    content = result.content
+    return content.text if isinstance(content, types.TextContent) else repr(content)
+
+
+@app.tool()
+async def roots(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Return the client's roots, comma-separated."""
+    _count("roots")
+    listed = await ctx.session.list_roots()
+    return ",".join(str(root.uri) for root in listed.roots)
 
 
 @app.resource("counter://info", mime_type="text/plain")

@@ -183,6 +183,42 @@ def test_notifications_progress_and_logging_pass_through(counter: Path) -> None:
     run(body)
 
 
+def test_server_requests_to_the_client_are_forwarded(counter: Path) -> None:
+    from mcp import types
+
+    questions: list[str] = []
+
+    async def sampling(context: Any, params: Any) -> Any:
+        questions.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="forty-two"),
+            model="test-model",
+        )
+
+    async def list_roots(context: Any) -> Any:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+
+    async def body() -> None:
+        async with connect(
+            proxy_argv(),
+            env_for(counter),
+            sampling_callback=sampling,
+            list_roots_callback=list_roots,
+        ) as session:
+            answered = await session.call_tool("ask_model", {"question": "meaning?"})
+            listed = await session.call_tool("roots", {})
+        assert texts(answered) == ["forty-two"] and questions == ["meaning?"]
+        assert texts(listed) == ["file:///work/project"]
+        # A client without sampling support: the server gets a clear error, not a hang.
+        async with connect(proxy_argv(), env_for(counter)) as session:
+            refused = await session.call_tool("ask_model", {"question": "again?"})
+        assert refused.isError
+        assert "does not support sampling/createMessage" in texts(refused)[0]
+
+    run(body)
+
+
 # ---------------------------------------------------------------------------- the guard
 
 
@@ -393,6 +429,21 @@ def test_missing_server_command_fails_fast_with_a_clear_message(counter: Path) -
     assert done.stdout == ""  # stdout is the protocol: nothing else may be written there
 
 
+def test_invalid_config_file_exits_2_listing_the_problem(tmp_path: Path) -> None:
+    config = tmp_path / "openclaw.json"
+    config.write_text('{tools: {loopDetection: {criticalThreshold: "many"}}}', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "mcp-proxy", "--config", str(config), "--", "x"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "tools.loopDetection.criticalThreshold" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -478,6 +529,48 @@ def test_client_disconnect_exits_cleanly_and_leaves_no_child(counter: Path) -> N
     proc.stdin.close()  # the client disconnects
     assert proc.wait(timeout=LIMIT) == 0
     assert _gone(server_pid), f"server pid {server_pid} orphaned"
+
+
+def test_client_cancellation_reaches_the_server(counter: Path) -> None:
+    from mcp import types
+
+    proc, server_pid = _start_raw_proxy(counter)
+    assert proc.stdin is not None and proc.stdout is not None
+    call = types.JSONRPCRequest(
+        jsonrpc="2.0", id=3, method="tools/call", params={"name": "hang", "arguments": {}}
+    )
+    cancel = types.JSONRPCNotification(
+        jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 3}
+    )
+    try:
+        proc.stdin.write(_jsonrpc_line(call))
+        proc.stdin.flush()
+        deadline = time.monotonic() + 15
+        while executions(counter)["hang"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.stdin.write(_jsonrpc_line(cancel))
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())  # the SDK answers a cancelled request
+        assert answer["id"] == 3 and "error" in answer
+        # Still connected: only a forwarded notifications/cancelled stops the server's handler.
+        while executions(counter)["hang_cancelled"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert executions(counter)["hang_cancelled"] == 1
+        # ...and the proxy and its server keep serving after the cancellation.
+        echo = types.JSONRPCRequest(
+            jsonrpc="2.0",
+            id=4,
+            method="tools/call",
+            params={"name": "echo", "arguments": {"text": "on"}},
+        )
+        proc.stdin.write(_jsonrpc_line(echo))
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 4 and answer["result"]["content"][0]["text"] == "on"
+        assert not _gone(server_pid, within=0.2)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=LIMIT)
 
 
 def test_sigterm_stops_the_proxy_and_its_server(counter: Path) -> None:

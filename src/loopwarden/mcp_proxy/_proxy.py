@@ -101,29 +101,38 @@ class _Proxy:
     async def handle(self, message: Any) -> None:
         """Answer one client request, or forward one client notification."""
         if isinstance(message, RequestResponder):
-            with message:
-                try:
-                    response = await self._answer(message)
-                except Exception:
-                    # A bug here must cost one request, not the client's whole connection.
-                    _log.exception("failed to handle %s", type(message.request.root).__name__)
-                    response = types.ErrorData(
-                        code=types.INTERNAL_ERROR, message=f"{_PROXY_PREFIX}internal error"
-                    )
-                try:
-                    await message.respond(response)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    _log.debug("client went away before the answer to %s", message.request_id)
+            await self._respond(message)
         elif isinstance(message, types.ClientNotification):
-            if not isinstance(
-                message.root, types.InitializedNotification | types.CancelledNotification
-            ):
-                await self.downstream.notify(_fresh(message.root, types.ClientNotification))
+            root = message.root
+            if not isinstance(root, types.InitializedNotification | types.CancelledNotification):
+                await self.downstream.notify(_fresh(root, types.ClientNotification))
         else:
             _log.error(
                 "the MCP client sent a message that is not valid JSON-RPC (%s)",
                 type(message).__name__,
             )
+
+    async def _respond(self, responder: RequestResponder[Any, Any]) -> None:
+        with responder:
+            try:
+                response = await self._answer(responder)
+            except anyio.get_cancelled_exc_class():
+                # The client cancelled this request: the SDK has already answered it, and its
+                # responder does not swallow the cancellation itself (the SDK's server does the
+                # same check); any other cancellation is the proxy shutting down.
+                if responder.cancelled:
+                    return
+                raise
+            except Exception:
+                # A bug here must cost one request, not the client's whole connection.
+                _log.exception("failed to handle %s", type(responder.request.root).__name__)
+                response = types.ErrorData(
+                    code=types.INTERNAL_ERROR, message=f"{_PROXY_PREFIX}internal error"
+                )
+            try:
+                await responder.respond(response)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                _log.debug("client went away before the answer to %s", responder.request_id)
 
     async def _answer(
         self, responder: RequestResponder[Any, Any]
