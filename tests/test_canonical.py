@@ -28,7 +28,7 @@ from loopwarden.canonical import (
     stable_stringify,
 )
 
-from _support import shared_path
+from _support import require_module, shared_path
 
 # --------------------------------------------------------------------------------------------
 # Conformance vectors
@@ -210,9 +210,9 @@ def test_dataclasses_are_written_as_their_field_dicts() -> None:
 
 
 def test_pydantic_models_are_written_as_their_field_dicts() -> None:
-    pydantic = pytest.importorskip("pydantic")
+    import pydantic  # a core dependency
 
-    class Model(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+    class Model(pydantic.BaseModel):
         b: str = "x"
         a: int
 
@@ -571,7 +571,7 @@ _ENCODERS = ["stdlib", "orjson"]
 
 def _encoder(name: str) -> Any:
     if name == "orjson":
-        pytest.importorskip("orjson")
+        require_module("orjson", "fast")
     return canonical._make_encoder(name)
 
 
