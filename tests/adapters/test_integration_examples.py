@@ -61,3 +61,10 @@ def test_docs_show_the_example_as_written(name: str) -> None:
         f"docs/integrations.md must contain examples/integrations/{name} verbatim in a "
         "```python block; copy the file into the doc after changing it"
     )
+
+
+def test_every_python_block_in_the_doc_compiles() -> None:
+    blocks = _code_blocks(DOC.read_text(encoding="utf-8"))
+    assert len(blocks) >= len(CASES)
+    for number, block in enumerate(blocks, 1):
+        compile(block, f"docs/integrations.md python block {number}", "exec")
