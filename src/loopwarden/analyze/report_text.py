@@ -35,7 +35,7 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     console.print(_summary_table(totals))
     loops = [report for report in reports if report.events]
     if loops:
-        console.print(f"\n[bold]Loops caught[/] ({len(loops)} trajectories)")
+        console.print(f"\n[bold]Loops caught[/] ({_plural(len(loops), 'trajectory')})")
         for report in loops[:MAX_LISTED]:
             _print_loop(console, report)
         if len(loops) > MAX_LISTED:
@@ -74,6 +74,12 @@ def _summary_table(totals: dict[str, int]) -> Table:
     return table
 
 
+def _plural(count: int, noun: str) -> str:
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
+
+
 def _where(mark: Mark, calls: int) -> str:
     return f"call {mark.index + 1} of {calls} ({mark.tool})"
 
@@ -87,7 +93,7 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
     if warning is not None:
         console.print(
             f"  [yellow]warned[/] at {_where(warning, report.calls)}: {warning.detector} "
-            f"×{warning.count}; {report.warnings} warning(s) in total",
+            f"×{warning.count}; {_plural(report.warnings, 'warning')} in total",
             soft_wrap=True,
         )
     block = report.first_block
@@ -95,8 +101,8 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
         verb = "stopped the run" if block.action == "stop" else "blocked"
         console.print(
             f"  [bold red]{verb}[/] at {_where(block, report.calls)}: {block.detector} "
-            f"×{block.count}; {report.blocks} call(s) blocked, "
-            f"{report.calls_after_first_block} later call(s) would not have run",
+            f"×{block.count}; {_plural(report.blocks, 'call')} blocked, "
+            f"{_plural(report.calls_after_first_block, 'later call')} would not have run",
             soft_wrap=True,
         )
         console.print(Text(f"  why: {block.message}", style="dim"), soft_wrap=True)
