@@ -316,12 +316,17 @@ def _event(event: lw.LoopEvent) -> dict[str, Any]:
 
 
 CONFIG = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 6, "historySize": 12}
+# The recommended profile adds per-run counters (blocks, error streaks) the store must carry.
+CONFIGS = [CONFIG, {**CONFIG, "profile": "recommended"}]
 
 
-def test_redis_backed_guards_decide_exactly_like_one_memory_guard(url: str) -> None:
+@pytest.mark.parametrize("config", CONFIGS, ids=["openclaw", "recommended"])
+def test_redis_backed_guards_decide_exactly_like_one_memory_guard(
+    url: str, config: dict[str, Any]
+) -> None:
     ops = _random_ops(random.Random(11), 700)
-    memory = lw.LoopGuard(CONFIG)
-    workers = [lw.LoopGuard(CONFIG, store=_store(url)) for _ in range(3)]
+    memory = lw.LoopGuard(config)
+    workers = [lw.LoopGuard(config, store=_store(url)) for _ in range(3)]
     memory_events: list[dict[str, Any]] = []
     redis_events: list[dict[str, Any]] = []
     memory.subscribe(lambda e: memory_events.append(_event(e)))
