@@ -113,6 +113,8 @@ def test_hover_text_names_tool_detector_and_message(
     assert f"call {first['index'] + 1}: exec" in title
     assert "blocked" in title and f"generic_repeat ×{first['count']}" in title
     assert first["message"] in title
+    why = page.locator("section.traj[data-id='blocked-loop'] .why").inner_text()
+    assert why.startswith(f"blocked at call {first['index'] + 1} (exec, generic_repeat")
 
 
 def test_filter_shows_only_trajectories_with_loops(

@@ -55,6 +55,7 @@ h1{font-size:1.3rem;margin:0 0 .3rem}
 .c.stop{background-color:rgb(110,20,140)}
 .c.notrun{background-color:rgb(200,200,200)}
 body.only-loops .traj:not(.has-loop){display:none}
+.why{margin:.3rem 0 0;font-size:.85rem;color:#333}
 .errors{color:#b00}
 """
 
@@ -151,7 +152,19 @@ def _trajectory(report: TrajectoryReport) -> str:
     return (
         f"<section class='{css}' data-id='{escape(report.id, quote=True)}'>"
         f"<h2>{escape(report.id)}</h2><div class='info'>{info}</div>"
-        f"<div class='timeline'>{cells}</div></section>\n"
+        f"<div class='timeline'>{cells}</div>{_why(report)}</section>\n"
+    )
+
+
+def _why(report: TrajectoryReport) -> str:
+    """One line under a loop's timeline: where the guard stepped in first, and its message."""
+    mark = report.first_block or report.first_warning
+    if mark is None:
+        return ""
+    verb = {"warn": "warned", "block": "blocked", "stop": "stopped the run"}[mark.action]
+    return (
+        f"<p class='why'>{verb} at call {mark.index + 1} ({escape(mark.tool)}, "
+        f"{escape(mark.detector)} ×{mark.count}): {escape(mark.message)}</p>"
     )
 
 
