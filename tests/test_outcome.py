@@ -486,8 +486,23 @@ def test_update_plan_result_status_change_is_progress() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+class _NoCompare:
+    """Like a numpy array: == raises, so rules must not compare it with strings naively."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("ambiguous truth value")
+
+    __hash__ = object.__hash__
+
+
 _values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | st.binary(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=5)
+    | st.binary()
+    | st.builds(_NoCompare),
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
     ),

@@ -261,11 +261,11 @@ def _expand(value: object, active: dict[int, object]) -> _Children | str:
     try:
         if isinstance(value, dict):
             return True, _object_children(list(value.items()), active)
-        if isinstance(value, list | tuple):
+        if isinstance(value, (list, tuple)):
             return False, _array_children(value)
-        if isinstance(value, set | frozenset):
+        if isinstance(value, (set, frozenset)):
             return False, _array_children(_sorted_set(value, active))
-        if isinstance(value, bytes | bytearray | memoryview):
+        if isinstance(value, (bytes, bytearray, memoryview)):
             data = base64.b64encode(bytes(value)).decode("ascii")
             return True, _object_children([("data", data), ("type", "Uint8Array")], active)
         fields = _field_items(value)
@@ -305,7 +305,7 @@ def _sorted_set(items: set[Any] | frozenset[Any], active: dict[int, object]) -> 
     """A set as a list: numbers first in numeric order, then the rest by canonical text."""
 
     def order(item: object) -> tuple[int, Any]:
-        is_number = isinstance(item, int | float) and not isinstance(item, bool)
+        is_number = isinstance(item, (int, float)) and not isinstance(item, bool)
         if is_number and not (isinstance(item, float) and math.isnan(item)):
             return 0, item
         return 1, _utf16_key(_sort_text(item, active))

@@ -98,7 +98,7 @@ def hash_tool_outcome(
         return (None if result is UNDEFINED else digest_stable(result)), None
     raw_details = result.get("details")
     details: dict[Any, Any] = raw_details if isinstance(raw_details, dict) else {}
-    if details.get("status") == "blocked" and details.get("deniedReason") == "tool-loop":
+    if _is(details.get("status"), "blocked") and _is(details.get("deniedReason"), "tool-loop"):
         return None, None  # the detector's own veto is never progress
     shaped = _shaped_outcome(tool, params, result, details, send_tools)
     return digest_stable(shaped), None
@@ -122,13 +122,19 @@ def _shaped_outcome(
         if shaped is not None:
             return shaped
     action = params.get("action") if isinstance(params, dict) else None
-    if tool == "process" and action in ("poll", "log"):
-        return _process_outcome(action, details, _content_text(result))
+    if tool == "process" and (_is(action, "poll") or _is(action, "log")):
+        return _process_outcome(str(action), details, _content_text(result))
     if tool == "sessions_send" or tool in send_tools or (tool == "message" and _is_send(action)):
         return strip_volatile_ids(details)
     if tool == "update_plan":
         return {"details": normalize_plan(details), "text": ""}
     return {"details": details, "text": _content_text(result)}
+
+
+def _is(value: object, text: str) -> bool:
+    # JavaScript's ===: only a string equals a string. Also keeps == away from objects whose
+    # comparison raises or returns something odd (an array's elementwise ==).
+    return isinstance(value, str) and value == text
 
 
 def _is_send(action: object) -> bool:
@@ -138,7 +144,7 @@ def _is_send(action: object) -> bool:
 def _content_text(result: dict[Any, Any]) -> str:
     """The text items of the result's content, joined with newlines and trimmed (rule 3)."""
     content = result.get("content")
-    if not isinstance(content, list | tuple):
+    if not isinstance(content, (list, tuple)):  # a tuple, not list | tuple: no union per call
         return ""
     parts = [
         item["text"]
@@ -179,7 +185,7 @@ def _exec_outcome(
 
 def _is_number(value: object) -> bool:
     # JavaScript's `typeof x === "number"`: JSON cannot tell 1 from 1.0, and bool is not a number.
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _str_or(value: object, default: str | None) -> str | None:
@@ -208,7 +214,7 @@ def strip_volatile_ids(value: object) -> object:
     pending: list[tuple[Any, Any]] = []
 
     def copy_of(item: object) -> object:
-        if not isinstance(item, dict | list | tuple):
+        if not isinstance(item, (dict, list, tuple)):
             return item
         copy = copies.get(id(item))
         if copy is None:
@@ -223,7 +229,7 @@ def strip_volatile_ids(value: object) -> object:
         if isinstance(original, dict):
             drop_id = _is_message_object(original)
             for key, item in list(original.items()):
-                if key in VOLATILE_KEYS or (drop_id and key == "id"):
+                if isinstance(key, str) and (key in VOLATILE_KEYS or (drop_id and key == "id")):
                     continue
                 copy[key] = copy_of(item)
         else:
