@@ -365,3 +365,15 @@ def test_a_stop_instead_of_a_block_ends_the_replayed_run(
     assert traj["first_block"]["index"] == critical
     assert traj["calls_after_first_block"] == 25 - critical - 1
     assert code == 1
+
+
+def test_text_report_prints_names_with_brackets_verbatim(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = [dict(row, tool="to[/x]ol") for row in same_call_rows("t[/b]", ["same"] * 12)]
+    bad = tmp_path / "[red]b.jsonl"  # markup would swallow the tag
+    bad.write_text("{bad\n")
+    code, out, err = run(capsys, str(flat(tmp_path / "weird.jsonl", rows)), str(bad))
+    assert code == 2
+    assert "● t[/b]" in out and "(to[/x]ol): generic_repeat" in out
+    assert f"error: {bad}:1: not valid JSON" in err

@@ -31,7 +31,7 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
         soft_wrap=True,
     )
     for notice in notices:
-        console.print(f"[yellow]note[/]: {notice}", soft_wrap=True, markup=True)
+        console.print(_note(notice), soft_wrap=True)
     console.print(_summary_table(totals))
     loops = [report for report in reports if report.events]
     if loops:
@@ -74,6 +74,11 @@ def _summary_table(totals: dict[str, int]) -> Table:
     return table
 
 
+def _note(notice: str) -> Text:
+    # Text, not markup: notices quote config paths such as agents.list[2].
+    return Text.assemble(("note", "yellow"), f": {notice}")
+
+
 def _plural(count: int, noun: str) -> str:
     if count == 1:
         return f"1 {noun}"
@@ -91,20 +96,20 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
     console.print(title, soft_wrap=True)
     warning = report.first_warning
     if warning is not None:
-        console.print(
-            f"  [yellow]warned[/] at {_where(warning, report.calls)}: {warning.detector} "
-            f"×{warning.count}; {_plural(report.warnings, 'warning')} in total",
-            soft_wrap=True,
+        rest = (
+            f" at {_where(warning, report.calls)}: {warning.detector} ×{warning.count}; "
+            f"{_plural(report.warnings, 'warning')} in total"
         )
+        console.print(Text.assemble("  ", ("warned", "yellow"), rest), soft_wrap=True)
     block = report.first_block
     if block is not None:
         verb = "stopped the run" if block.action == "stop" else "blocked"
-        console.print(
-            f"  [bold red]{verb}[/] at {_where(block, report.calls)}: {block.detector} "
-            f"×{block.count}; {_plural(report.blocks, 'call')} blocked, "
-            f"{_plural(report.calls_after_first_block, 'later call')} would not have run",
-            soft_wrap=True,
+        rest = (
+            f" at {_where(block, report.calls)}: {block.detector} ×{block.count}; "
+            f"{_plural(report.blocks, 'call')} blocked, "
+            f"{_plural(report.calls_after_first_block, 'later call')} would not have run"
         )
+        console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)
         console.print(Text(f"  why: {block.message}", style="dim"), soft_wrap=True)
     elif warning is not None:
         console.print(Text(f"  why: {warning.message}", style="dim"), soft_wrap=True)
@@ -118,7 +123,7 @@ def _print_problems(console: Console, analysis: Analysis) -> None:
         for line in analysis.skipped:
             console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
     if analysis.errors:
-        console.print(f"\n[bold red]{len(analysis.errors)} input error(s)[/]:")
+        console.print(f"\n[bold red]{_plural(len(analysis.errors), 'input error')}[/]:")
         for line in analysis.errors:
             console.print(Text(f"  {line}"), soft_wrap=True)
 
@@ -129,7 +134,7 @@ def write_sweep_text(
     """One table row per swept variant."""
     console = _console(out)
     for notice in notices:
-        console.print(f"[yellow]note[/]: {notice}", soft_wrap=True)
+        console.print(_note(notice), soft_wrap=True)
     table = Table(title="Sweep", title_justify="left")
     keys = [key for key, _ in variants[0].settings] if variants else []
     for key in keys:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
+from rich.text import Text
 
 from loopwarden import ConfigError, ResolvedConfig
 from loopwarden.cli._options import add_config_options, config_from_args
@@ -77,25 +78,30 @@ def run(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True, highlight=False)
     if args.sweep and args.output == "html":
-        err.print("[bold red]error[/]: --sweep reports are text, json or jsonl, not html")
+        err.print(_error("--sweep reports are text, json or jsonl, not html"))
         return 2
     try:
         variants = parse_sweeps(args.sweep)
         configs, notices = _configs(args, [variant.overrides for variant in variants])
     except ConfigError as exc:
-        err.print(f"[bold red]error[/]: {exc}", markup=True, soft_wrap=True)
+        err.print(_error(str(exc)), soft_wrap=True)
         return 2
     try:
         with _output(args.out) as out:
             analysis = _analyze_and_write(args, configs, variants, notices, out)
     except OSError as exc:
-        err.print(f"[bold red]error[/]: cannot write {args.out}: {exc.strerror or exc}")
+        err.print(_error(f"cannot write {args.out}: {exc.strerror or exc}"), soft_wrap=True)
         return 2
     for line in analysis.errors:
-        err.print(f"[bold red]error[/]: {line}", markup=True, soft_wrap=True)
+        err.print(_error(line), soft_wrap=True)
     if analysis.errors:
         return 2
     return 1 if analysis.any_block else 0
+
+
+def _error(message: str) -> Text:
+    # Text, not markup: messages quote paths and config keys that may hold brackets.
+    return Text.assemble(("error", "bold red"), f": {message}")
 
 
 def _analyze_and_write(
