@@ -252,6 +252,17 @@ def test_object_whose_str_raises_still_hashes() -> None:
     assert stable_stringify(_Unprintable()) == '"<unprintable _Unprintable>"'
 
 
+class _BadFloat(float):
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("no comparisons")
+
+    __hash__ = float.__hash__
+
+
+def test_number_subclass_is_written_by_its_value_even_if_its_methods_raise() -> None:
+    assert stable_stringify([_BadFloat(2.5), _BadFloat(3.0)]) == "[2.5,3]"
+
+
 @dataclasses.dataclass
 class _Exploding:
     x: int

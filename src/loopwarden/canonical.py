@@ -212,7 +212,10 @@ def _stringify_exact(root: object, active: dict[int, object] | None = None) -> s
         if tag == _LEAVE:
             del active[item]
             continue
-        scalar = _scalar_text(item)
+        try:
+            scalar = _scalar_text(item)
+        except Exception:  # a str/int/float subclass whose overridden methods raise
+            scalar = _quote(_safe_str(item))
         if scalar is not None:
             out.append(scalar)
             continue
@@ -247,12 +250,14 @@ def _scalar_text(value: object) -> str | None:
         return "false"
     if value is UNDEFINED:
         return "undefined"
+    # Subclasses (enums, numpy floats...) are written by their builtin value, taken with the
+    # builtin's own method so that an override cannot change or break the text.
     if isinstance(value, str):
-        return _quote(value)
+        return _quote(str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
-        return _int_text(value)
+        return _int_text(int.__index__(value))
     if isinstance(value, float):
-        return _float_text(value)
+        return _float_text(float.__float__(value))
     return None
 
 
