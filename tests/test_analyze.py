@@ -263,7 +263,7 @@ def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> Non
     rows = json.loads(out)["sweep"]
     assert [tuple(r["settings"].items()) for r in rows] == [
         (("criticalThreshold", c), ("warningThreshold", w))
-        for c in ("4", "30") for w in ("2", "3")
+        for c in (4, 30) for w in (2, 3)
     ]  # fmt: skip
     for row in rows:
         settings = [f"{k}={v}" for k, v in row["settings"].items()]

@@ -10,6 +10,7 @@ from typing import Any
 
 from loopwarden import ConfigError
 from loopwarden.analyze.runner import Totals
+from loopwarden.cli._options import parse_override
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ def sweep_row(variant: Variant, config: dict[str, Any], totals: Totals) -> dict[
     """One row: the variant's settings, its summary and where the first blocks fall."""
     positions = totals.first_block_indices
     return {
-        "settings": dict(variant.settings),
+        "settings": {key: parse_override(f"{key}={raw}")[1] for key, raw in variant.settings},
         "config": config,
         "summary": totals.as_dict(),
         "first_block_index": None
