@@ -34,6 +34,21 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _free_cluster_port() -> int:
+    """A free port whose cluster-bus port (port + 10000) is free too."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randint(20_000, 50_000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10_000))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair for a test cluster")
+
+
 @dataclass
 class RedisServer:
     """A private redis-server on a loopback port, in its own temp dir."""
@@ -41,6 +56,7 @@ class RedisServer:
     binary: str
     port: int
     workdir: Path
+    extra: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,18 +64,20 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+            [self.binary, *self.extra, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
              str(self.workdir), "--save", "", "--appendonly", "no", "--daemonize", "no"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            cwd=self.workdir,
         )  # fmt: skip
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
                     sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
+                    if sock.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                         return
             except OSError:
                 time.sleep(0.05)
@@ -648,3 +666,109 @@ def _loop_call(guard: lw.LoopGuard) -> str:
     if decision.allowed:
         guard.after_tool_call("s", "exec", {"c": 1}, result="same", run_id="r")
     return decision.action
+
+
+# ---------------------------------------------------------------------------------------------
+# Redis Cluster and Sentinel, for real
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import redis
+
+    require_module("redis", "redis")
+    binary = require_binary("redis-server", "apt-get install redis-server")
+    cli = require_binary("redis-cli", "apt-get install redis-tools")
+    root = tmp_path_factory.mktemp("cluster")
+    nodes = [
+        RedisServer(binary, _free_cluster_port(), root / str(i), ("--cluster-enabled", "yes"))
+        for i in range(3)
+    ]
+    try:
+        for node in nodes:
+            node.start()
+        addresses = [f"127.0.0.1:{node.port}" for node in nodes]
+        subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        deadline = time.monotonic() + 30
+        for node in nodes:
+            client = redis.Redis(port=node.port)
+            while client.cluster("info")["cluster_state"] != "ok":
+                assert time.monotonic() < deadline, "the test cluster did not become ready"
+                time.sleep(0.1)
+            client.close()
+        yield f"redis+cluster://127.0.0.1:{nodes[0].port}"
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_redis_cluster_keeps_each_session_on_one_node_and_decides_like_memory(
+    cluster: str,
+) -> None:
+    from redis.cluster import RedisCluster
+
+    stores = [_store(cluster), _store(cluster)]
+    workers = [lw.LoopGuard(CONFIG, store=store) for store in stores]
+    memory = lw.LoopGuard(CONFIG)
+    ops = _random_ops(random.Random(5), 300)
+    sessions = [f"tenant-{n}" for n in range(6)]  # spread over the three nodes' slots
+    for i, op in enumerate(ops):
+        op = {**op, "session": sessions[i % len(sessions)]}
+        assert _apply(workers[i % 2], op) == _apply(memory, op), f"op {i}"
+    client = RedisCluster.from_url(cluster.replace("redis+cluster", "redis"))
+    homes = set()
+    for session in sessions:
+        history_key, meta_key = stores[0].keys_for(session)
+        home = client.get_node_from_key(history_key).name
+        assert client.get_node_from_key(meta_key).name == home
+        assert client.exists(history_key) == 1 and client.exists(meta_key) == 1
+        homes.add(home)
+    assert len(homes) > 1  # the sessions really live on different nodes
+    assert len(stores[0]) == len(sessions)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
+    require_module("redis", "redis")
+    binary = require_binary("redis-server", "apt-get install redis-server")
+    root = tmp_path_factory.mktemp("sentinel")
+    master = RedisServer(binary, _free_port(), root / "master", ("--requirepass", SECRET))
+    sentinel_port = _free_port()
+    conf = root / "sentinel.conf"
+    conf.write_text(
+        f"port {sentinel_port}\nbind 127.0.0.1\n"
+        f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\n"
+        f"sentinel auth-pass mymaster {SECRET}\n"
+    )
+    node = RedisServer(binary, sentinel_port, root / "sentinel", (str(conf), "--sentinel"))
+    try:
+        master.start()
+        node.start()
+        yield sentinel_port, master.port
+    finally:
+        node.stop()
+        master.stop()
+
+
+def test_redis_sentinel_finds_the_master_and_authenticates(
+    sentinel: tuple[int, int], all_logs: pytest.LogCaptureFixture
+) -> None:
+    sentinel_port, _ = sentinel
+    url = f"redis+sentinel://:{SECRET}@127.0.0.1:{sentinel_port}/mymaster/0"
+    config = {"enabled": True, "warningThreshold": 2, "criticalThreshold": 3}
+    guard = lw.LoopGuard(config, store=_store(url, timeout=2.0))
+    memory = lw.LoopGuard(config)
+    got = [_loop_call(guard) for _ in range(4)]
+    assert got == [_loop_call(memory) for _ in range(4)]
+    assert got[-1] == "block"
+    wrong = _store(f"redis+sentinel://:wrong-{SECRET}@127.0.0.1:{sentinel_port}/mymaster")
+    with pytest.raises(StoreUnavailableError) as caught:
+        wrong.update("s", lambda session: None)
+    assert "Error" in caught.value.message
+    _assert_no_secret([str(caught.value), repr(wrong), all_logs.text])
