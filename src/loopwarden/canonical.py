@@ -37,6 +37,7 @@ __all__ = [
     "js_number",
     "js_trim",
     "normalize_params",
+    "normalize_plan",
     "stable_stringify",
 ]
 
@@ -289,7 +290,7 @@ def _array_children(items: list[Any] | tuple[Any, ...]) -> list[tuple[str, Any]]
 def _object_children(
     items: list[tuple[Any, Any]], active: dict[int, object]
 ) -> list[tuple[str, Any]]:
-    pairs = [(_clean(k if isinstance(k, str) else _safe_str(k)), v) for k, v in items]
+    pairs = [(_clean(str.__str__(k) if isinstance(k, str) else _safe_str(k)), v) for k, v in items]
     keys = {key for key, _ in pairs}
     if len(keys) < len(pairs):
         # Two keys became equal after str() (e.g. 1 and "1"): order them by value too, so the
