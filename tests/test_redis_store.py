@@ -174,6 +174,17 @@ def test_any_history_rewrite_reaches_redis_exactly(url: str) -> None:
         assert peeked.state.history == expected, f"step {step} ({kind})"
 
 
+def test_a_very_long_history_is_written_in_one_update(url: str) -> None:
+    records = [_record(i) for i in range(9000)]
+
+    def fill(session: GuardSession) -> None:
+        session.state = session_state_from_records(records)
+
+    _store(url).update("long", fill)
+    peeked = _store(url).peek("long")
+    assert peeked is not None and peeked.state.history == records
+
+
 # ---------------------------------------------------------------------------------------------
 # Conformance: the SPEC vectors replayed through the store, alternating two workers
 

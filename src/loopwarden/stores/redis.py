@@ -69,7 +69,11 @@ for _ = 1, nsets do
   redis.call('LSET', KEYS[1], tonumber(ARGV[i]), ARGV[i + 1])
   i = i + 2
 end
-if i <= #ARGV then redis.call('RPUSH', KEYS[1], unpack(ARGV, i, #ARGV)) end
+while i <= #ARGV do  -- in chunks: unpack() of thousands of values overflows Lua's stack
+  local last = math.min(i + 999, #ARGV)
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, last))
+  i = last + 1
+end
 redis.call('HSET', KEYS[2], 'v', ARGV[2])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'meta', ARGV[5]) end
 local ttl = tonumber(ARGV[3])
