@@ -140,6 +140,14 @@ async def roots(ctx: Context) -> str:  # type: ignore[type-arg]
     return ",".join(str(root.uri) for root in listed.roots)
 
 
+@app.tool()
+def meta_keys(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Return the ``_meta`` keys this request arrived with, comma-separated."""
+    _count("meta_keys")
+    meta = ctx.request_context.meta
+    return ",".join(sorted(meta.model_dump(exclude_none=True))) if meta else ""
+
+
 @app.resource("counter://info", mime_type="text/plain")
 def info() -> str:
     """A static resource, to check that resources pass through the proxy."""

@@ -296,6 +296,34 @@ def test_run_id_meta_scopes_detection_per_run(counter: Path) -> None:
     assert executions(counter)["poll"] == critical + 1
 
 
+def test_loopwarden_meta_keys_are_not_forwarded(counter: Path) -> None:
+    async def body() -> None:
+        async with connect(proxy_argv(), env_for(counter)) as session:
+            meta = {"loopwarden/runId": "r1", "loopwarden/compacted": True, "vendor/trace": "t"}
+            seen = await session.call_tool("meta_keys", {}, meta=meta)
+            plain = await session.call_tool("meta_keys", {})
+        assert texts(seen) == ["vendor/trace"]
+        assert texts(plain) == [""]
+
+    run(body)
+
+
+def test_wrongly_typed_meta_is_ignored_with_a_warning(counter: Path, tmp_path: Path) -> None:
+    errlog_path = tmp_path / "proxy-stderr.txt"
+
+    async def body() -> None:
+        with errlog_path.open("w") as errlog:
+            async with connect(proxy_argv(), env_for(counter), errlog=errlog) as session:
+                bad = {"loopwarden/runId": 7, "loopwarden/compacted": "yes"}
+                result = await session.call_tool("echo", {"text": "x"}, meta=bad)
+        assert not result.isError and texts(result) == ["x"]
+
+    run(body)
+    log = errlog_path.read_text()
+    assert "ignoring _meta['loopwarden/runId']: expected a non-empty string, got int" in log
+    assert "ignoring _meta['loopwarden/compacted']: expected true or false, got str" in log
+
+
 def test_compaction_meta_arms_the_post_compaction_guard_and_stops_the_run(counter: Path) -> None:
     window = resolve_config({}).post_compaction_window
 

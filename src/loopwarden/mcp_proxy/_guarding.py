@@ -56,11 +56,10 @@ def read_meta(
             COMPACTED_KEY,
             type(raw_compacted).__name__,
         )
-    forwarded = types.RequestParams.Meta.model_validate(
-        {"progressToken": meta.progressToken, **extra} if meta.progressToken is not None else extra
-    )
-    has_content = meta.progressToken is not None or bool(extra)
-    return run_id, raw_compacted is True, forwarded if has_content else None
+    if meta.progressToken is not None:
+        extra["progressToken"] = meta.progressToken
+    forwarded = types.RequestParams.Meta.model_validate(extra) if extra else None
+    return run_id, raw_compacted is True, forwarded
 
 
 def outcome_of(result: types.CallToolResult) -> tuple[Any, Any]:
