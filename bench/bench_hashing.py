@@ -204,25 +204,13 @@ def _canonical_writer(mode: str) -> Iterator[None]:
     saved_fast, saved_encoder = canonical._stringify_fast, canonical._encoder
     try:
         if mode == "exact":
-            canonical._stringify_fast = lambda value, encode=None: None  # type: ignore[assignment]
+            canonical._stringify_fast = lambda value, encode=None: None
         else:
             canonical._set_fast_encoder(mode)
         yield
     finally:
-        canonical._stringify_fast = saved_fast  # type: ignore[assignment]
+        canonical._stringify_fast = saved_fast
         canonical._encoder = saved_encoder
-
-
-def _time_per_call(fn: Callable[[Call], None], calls: list[Call], repeat: int) -> float:
-    """Best-of-`repeat` mean CPU microseconds per call (CPU time and best-of: least disturbed
-    by other processes on a shared machine)."""
-    runs = []
-    for _ in range(repeat):
-        start = time.process_time()
-        for call in calls:
-            fn(call)
-        runs.append((time.process_time() - start) / len(calls) * 1e6)
-    return min(runs)
 
 
 def _digest_inputs(calls: list[Call]) -> tuple[list[object], list[bytes], float]:
@@ -240,19 +228,26 @@ def _digest_inputs(calls: list[Call]) -> tuple[list[object], list[bytes], float]
         inputs.append(data if data is not None else canonical._stringify_exact(value).encode())
         return data
 
-    canonical._stringify_fast = recording  # type: ignore[assignment]
+    canonical._stringify_fast = recording
     try:
         for call in calls:
             _loopwarden(call)
     finally:
-        canonical._stringify_fast = real_fast  # type: ignore[assignment]
+        canonical._stringify_fast = real_fast
     return values, inputs, taken / len(inputs)
 
 
-def _floors(values: list[object], blobs: list[bytes], calls: int, repeat: int) -> list[float]:
-    """What any exact option pays: sha256 of the bytes loopwarden hashes; orjson + sha256 of
-    the (already shaped) values, i.e. everything but the SPEC rules and the exactness check."""
+def _options(calls: list[Call], values: list[object], blobs: list[bytes]) -> list[Option]:
+    """Every measured option as one pass over the workload."""
     import orjson
+
+    def over_calls(fn: Callable[[Call], None], mode: str | None = None) -> Callable[[], None]:
+        def run() -> None:
+            with _canonical_writer(mode) if mode else contextlib.nullcontext():
+                for call in calls:
+                    fn(call)
+
+        return run
 
     def sha_only() -> None:
         for blob in blobs:
@@ -262,21 +257,40 @@ def _floors(values: list[object], blobs: list[bytes], calls: int, repeat: int) -
         for value in values:
             hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
-    floors = []
-    for fn in (sha_only, encode_and_sha):
-        runs = []
-        for _ in range(repeat):
+    return [
+        Option("baseline: json.dumps(sort_keys) + sha256 (inexact)", over_calls(_baseline_stdlib)),
+        Option("baseline: orjson + sha256 (inexact)", over_calls(_baseline_orjson)),
+        Option("loopwarden, exact walker only", over_calls(_loopwarden, "exact")),
+        Option("loopwarden, fast path = stdlib C json encoder", over_calls(_loopwarden, "stdlib")),
+        Option("loopwarden, fast path = orjson (default)", over_calls(_loopwarden, "orjson")),
+        # What any exact option pays: sha256 of the bytes loopwarden hashes; and orjson + sha256
+        # of the values it digests, i.e. everything but the SPEC §3 rules and the type check.
+        Option("floor: sha256 alone of the bytes loopwarden hashes", sha_only),
+        Option("floor: orjson + sha256 of the values it digests", encode_and_sha),
+    ]
+
+
+class Option(NamedTuple):
+    label: str
+    run: Callable[[], None]  # one pass over the whole workload
+
+
+def _measure(options: list[Option], calls: int, repeat: int) -> dict[str, list[float]]:
+    """CPU microseconds per call of each pass. Options take turns, pass after pass, so that a
+    burst of load from other processes on a shared machine hits them all alike."""
+    micros: dict[str, list[float]] = {option.label: [] for option in options}
+    for _ in range(repeat):
+        for option in options:
             start = time.process_time()
-            fn()
-            runs.append((time.process_time() - start) / calls * 1e6)
-        floors.append(min(runs))
-    return floors
+            option.run()
+            micros[option.label].append((time.process_time() - start) / calls * 1e6)
+    return micros
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", help="the shared/ folder (default: next to the repo)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed passes per option")
+    parser.add_argument("--repeat", type=int, default=5, help="timed passes per option")
     parser.add_argument("--synthetic", type=int, default=7_000, help="synthetic calls to add")
     args = parser.parse_args(argv)
 
@@ -290,24 +304,10 @@ def main(argv: list[str] | None = None) -> None:
     hashed = statistics.mean(len(blob) for blob in blobs)
     print(f"fast path serves {share:.1%} of digests; mean canonical bytes hashed {hashed:,.0f}\n")
 
-    print(f"{'option':<52} {'µs/call':>8}")
-    rows: list[tuple[str, Callable[[Call], None], str | None]] = [
-        ("baseline: json.dumps(sort_keys) + sha256 (not exact)", _baseline_stdlib, None),
-        ("baseline: orjson + sha256 (not exact)", _baseline_orjson, None),
-        ("loopwarden, exact walker only", _loopwarden, "exact"),
-        ("loopwarden, fast path = stdlib C json encoder", _loopwarden, "stdlib"),
-        ("loopwarden, fast path = orjson", _loopwarden, "orjson"),
-    ]
-    for label, fn, mode in rows:
-        if mode is None:
-            micros = _time_per_call(fn, calls, args.repeat)
-        else:
-            with _canonical_writer(mode):
-                micros = _time_per_call(fn, calls, args.repeat)
-        print(f"{label:<52} {micros:8.2f}")
-    sha_floor, encode_floor = _floors(values, blobs, len(calls), args.repeat)
-    print(f"{'floor: sha256 alone of the bytes loopwarden hashes':<52} {sha_floor:8.2f}")
-    print(f"{'floor: orjson + sha256 of the values it digests':<52} {encode_floor:8.2f}")
+    micros = _measure(_options(calls, values, blobs), len(calls), args.repeat)
+    print(f"{'µs per call (CPU time)':<52} {'best':>7} {'median':>7}")
+    for label, runs in micros.items():
+        print(f"{label:<52} {min(runs):7.2f} {statistics.median(runs):7.2f}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -477,7 +476,12 @@ def _make_encoder(name: str) -> Callable[[object], bytes]:
     if name == "orjson":
         import orjson  # optional: pip install 'loopwarden[fast]'
 
-        return functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
+        dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
+
+        def encode(value: object) -> bytes:  # a closure: faster than partial() with a keyword
+            return dumps(value, option=sort_keys)
+
+        return encode
     if name == "stdlib":
         return _encode_stdlib
     raise ValueError(f"unknown fast encoder {name!r}: use 'orjson' or 'stdlib'")
