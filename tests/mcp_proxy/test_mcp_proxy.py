@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -609,6 +610,75 @@ def test_sigterm_stops_the_proxy_and_its_server(counter: Path) -> None:
     finally:
         proc.kill()
     assert _gone(server_pid), f"server pid {server_pid} orphaned"
+
+
+def _silent_server(token: str) -> tuple[str, ...]:
+    """A "server" that never answers ``initialize``; ``token`` makes its command line unique."""
+    return (sys.executable, "-c", "import sys, time; time.sleep(600)", token)
+
+
+def _pids_with(token: str) -> list[int]:
+    """Live processes whose command line contains ``token`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if token.encode() in cmdline and b"mcp-proxy" not in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_for(predicate: Callable[[], bool], within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture
+def proc_fs() -> None:
+    if not Path("/proc/self/cmdline").exists():
+        pytest.skip("needs Linux /proc to find the server process")
+
+
+@pytest.mark.usefixtures("proc_fs")
+def test_server_that_never_initializes_fails_within_connect_timeout(counter: Path) -> None:
+    token = f"loopwarden-silent-{uuid.uuid4().hex}"
+    done = subprocess.run(
+        proxy_argv("--connect-timeout=1", server=_silent_server(token)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "no answer to 'initialize' within 1 s" in done.stderr
+    assert _wait_for(lambda: not _pids_with(token)), "silent server left running"
+
+
+@pytest.mark.usefixtures("proc_fs")
+def test_sigterm_during_startup_stops_the_server_too(counter: Path) -> None:
+    token = f"loopwarden-silent-{uuid.uuid4().hex}"
+    proc = subprocess.Popen(
+        proxy_argv("--connect-timeout=120", server=_silent_server(token)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _wait_for(lambda: bool(_pids_with(token))), "server never started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=LIMIT) == 0
+    finally:
+        proc.kill()
+        proc.wait(timeout=LIMIT)
+    assert _wait_for(lambda: not _pids_with(token)), "server orphaned"
 
 
 # ---------------------------------------------------------------------------- HTTP downstream

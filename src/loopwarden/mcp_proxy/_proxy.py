@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.server.models import InitializationOptions
@@ -303,37 +304,63 @@ def _init_options(init: types.InitializeResult) -> InitializationOptions:
     )
 
 
+class _Stopper:
+    """Where a termination signal lands: the scope of whatever phase the proxy is in."""
+
+    def __init__(self) -> None:
+        self.scope: anyio.CancelScope | None = None
+        self.signals: list[int] = []
+
+    def stop(self, signum: int) -> None:
+        _log.info("received signal %d; shutting down", signum)
+        self.signals.append(signum)
+        if self.scope is not None:
+            self.scope.cancel()
+
+
 async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
     """Run the proxy until the client disconnects; returns the process exit code."""
     proxy = _Proxy(guard, options)
     events = EventsFile(options.events_path) if options.events_path else None
     unsubscribe = guard.subscribe(events) if events else None
+    stopper = _Stopper()
     try:
         async with anyio.create_task_group() as tg:
-            try:
-                await tg.start(proxy.downstream.run)
-            except DownstreamUnavailable as exc:
-                _log.error("%s%s", _PROXY_PREFIX, exc)
-                return 1
-            assert proxy.downstream.init_result is not None
-            await _serve_upstream(proxy, _init_options(proxy.downstream.init_result))
+            tg.start_soon(_watch_signals, stopper)
+            code = await _start_and_serve(proxy, tg, stopper)
+            tg.cancel_scope.cancel()  # the signal watcher
+        return code
     finally:
         proxy.end_runs()
         if unsubscribe:
             unsubscribe()
         if events:
             events.close()
+
+
+async def _start_and_serve(proxy: _Proxy, tg: anyio.abc.TaskGroup, stopper: _Stopper) -> int:
+    with anyio.CancelScope() as startup:
+        stopper.scope = startup
+        try:
+            # Cancelled by a signal, the SDK's process cleanup kills the server it started.
+            await tg.start(proxy.downstream.run)
+        except DownstreamUnavailable as exc:
+            _log.error("%s%s", _PROXY_PREFIX, exc)
+            return 1
+    if startup.cancelled_caught:
+        return 0
+    assert proxy.downstream.init_result is not None
+    await _serve_upstream(proxy, _init_options(proxy.downstream.init_result), stopper)
     return 0
 
 
-async def _serve_upstream(proxy: _Proxy, init: InitializationOptions) -> None:
+async def _serve_upstream(proxy: _Proxy, init: InitializationOptions, stopper: _Stopper) -> None:
     """Serve the client over stdio; on EOF or a signal, shut the downstream server down."""
-    signalled: list[int] = []
     async with stdio_server() as (read, write), ServerSession(read, write, init) as upstream:
         proxy.upstream = upstream
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch_signals, tg.cancel_scope, signalled)
+                stopper.scope = tg.cancel_scope
                 async for message in upstream.incoming_messages:
                     tg.start_soon(proxy.handle, message)
                 _log.info("the MCP client disconnected; shutting down")
@@ -342,21 +369,18 @@ async def _serve_upstream(proxy: _Proxy, init: InitializationOptions) -> None:
             with anyio.CancelScope(shield=True):
                 proxy.downstream.close()
                 await proxy.downstream.finished.wait()
-            if signalled:
+            if stopper.signals:
                 _exit_now(proxy)
 
 
-async def _watch_signals(scope: anyio.CancelScope, signalled: list[int]) -> None:
-    """Turn SIGTERM/SIGINT/SIGHUP into an orderly shutdown (the child is stopped too)."""
+async def _watch_signals(stopper: _Stopper) -> None:
+    """Turn SIGTERM/SIGINT/SIGHUP into an orderly shutdown (the server is stopped too)."""
     wanted = [signal.SIGTERM, signal.SIGINT]
     if hasattr(signal, "SIGHUP"):
         wanted.append(signal.SIGHUP)
     with anyio.open_signal_receiver(*wanted) as received:
         async for signum in received:
-            _log.info("received signal %d; shutting down", signum)
-            signalled.append(signum)
-            scope.cancel()
-            return
+            stopper.stop(signum)
 
 
 def _exit_now(proxy: _Proxy) -> None:
