@@ -122,8 +122,10 @@ def _shaped_outcome(
         if shaped is not None:
             return shaped
     action = params.get("action") if isinstance(params, dict) else None
-    if tool == "process" and (_is(action, "poll") or _is(action, "log")):
-        return _process_outcome(str(action), details, _content_text(result))
+    if tool == "process" and _is(action, "poll"):
+        return _process_outcome("poll", details, _content_text(result))
+    if tool == "process" and _is(action, "log"):
+        return _process_outcome("log", details, _content_text(result))
     if tool == "sessions_send" or tool in send_tools or (tool == "message" and _is_send(action)):
         return strip_volatile_ids(details)
     if tool == "update_plan":
