@@ -325,12 +325,15 @@ def test_wrongly_typed_meta_is_ignored_with_a_warning(counter: Path, tmp_path: P
     assert "ignoring _meta['loopwarden/compacted']: expected true or false, got str" in log
 
 
-def test_compaction_meta_arms_the_post_compaction_guard_and_stops_the_run(counter: Path) -> None:
+def test_compaction_meta_arms_the_post_compaction_guard_and_stops_the_run(
+    counter: Path, tmp_path: Path
+) -> None:
     window = resolve_config({}).post_compaction_window
+    events_path = tmp_path / "events.jsonl"
 
     async def body() -> None:
         # Thresholds high enough that only the post-compaction guard (SPEC §7) can act.
-        argv = proxy_argv("--set=warningThreshold=50")
+        argv = proxy_argv("--set=warningThreshold=50", "--events", str(events_path))
         async with connect(argv, env_for(counter)) as session:
             meta = {"loopwarden/runId": "turn-1"}
             compacted = {**meta, "loopwarden/compacted": True}
@@ -353,6 +356,10 @@ def test_compaction_meta_arms_the_post_compaction_guard_and_stops_the_run(counte
     ran = executions(counter)
     assert ran["poll"] == window
     assert ran["echo"] == 1  # only the call outside the stopped run reached the server
+    events = [json.loads(line) for line in events_path.read_text("utf-8").splitlines()]
+    assert [(e["type"], e["action"], e["run_id"]) for e in events] == [
+        ("compaction.loop_persisted", "stop", "turn-1")
+    ]
 
 
 def test_unknown_tool_errors_count_as_errors(counter: Path) -> None:
