@@ -13,6 +13,7 @@ Run over stdio (default) or streamable HTTP::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -80,6 +81,16 @@ async def hang() -> str:
     except anyio.get_cancelled_exc_class():
         _count("hang_cancelled")
         raise
+    return "unreachable"
+
+
+@app.tool()
+async def bad_result(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Answer this request with a malformed result (written by hand), then never answer."""
+    _count("bad_result")
+    line = {"jsonrpc": "2.0", "id": ctx.request_id, "result": {"content": "not-a-list"}}
+    os.write(sys.stdout.fileno(), (json.dumps(line) + "\n").encode())
+    await anyio.sleep(3600)
     return "unreachable"
 
 

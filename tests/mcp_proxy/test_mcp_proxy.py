@@ -449,6 +449,23 @@ def test_downstream_garbage_is_reported_and_the_session_survives(
     assert "this is not json-rpc" not in log  # privacy: the line itself is not logged
 
 
+def test_malformed_result_gives_a_clear_error(counter: Path, tmp_path: Path) -> None:
+    errlog_path = tmp_path / "proxy-stderr.txt"
+
+    async def body() -> None:
+        with errlog_path.open("w") as errlog:
+            async with connect(proxy_argv(), env_for(counter), errlog=errlog) as session:
+                bad = await session.call_tool("bad_result", {})
+                fine = await session.call_tool("echo", {"text": "ok"})
+        assert bad.isError
+        assert "sent a malformed answer" in texts(bad)[0] and "'content'" in texts(bad)[0]
+        assert "not-a-list" not in texts(bad)[0]  # the offending value is not echoed
+        assert texts(fine) == ["ok"]
+
+    run(body)
+    assert "not-a-list" not in errlog_path.read_text()
+
+
 def test_missing_server_command_fails_fast_with_a_clear_message(counter: Path) -> None:
     done = subprocess.run(
         proxy_argv(server=("loopwarden-no-such-server-binary",)),

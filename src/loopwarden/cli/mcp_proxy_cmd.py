@@ -103,7 +103,7 @@ def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_RedactProtocolPayloads())
-    logging.basicConfig(level=level.upper(), handlers=[handler])
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
 def _fail(message: str) -> int:

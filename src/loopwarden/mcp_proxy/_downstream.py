@@ -34,7 +34,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
@@ -220,6 +220,9 @@ class Downstream:
             if exc.error.code == types.CONNECTION_CLOSED and self.failure is not None:
                 raise DownstreamUnavailable(self._gone()) from exc
             raise
+        except ValidationError as exc:
+            done = True
+            raise DownstreamUnavailable(self._malformed(exc)) from None
         finally:
             self._inflight.discard(scope)
             if not done:
@@ -247,6 +250,15 @@ class Downstream:
         if self.failure is not None or self._session is None:
             raise DownstreamUnavailable(self._gone())
         return self._session
+
+    def _malformed(self, exc: ValidationError) -> str:
+        # Privacy: the location of the first problem only, never the offending values.
+        errors = exc.errors(include_url=False, include_input=False)
+        where = ".".join(str(part) for part in errors[0]["loc"]) if errors else "?"
+        return (
+            f"the MCP server {self.spec.describe()!r} sent a malformed answer "
+            f"({len(errors)} problem(s), first at '{where}': {errors[0]['msg'] if errors else ''})"
+        )
 
     def _gone(self) -> str:
         reason = self.failure or "it is not connected"
