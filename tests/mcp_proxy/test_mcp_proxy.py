@@ -466,6 +466,23 @@ def test_malformed_result_gives_a_clear_error(counter: Path, tmp_path: Path) -> 
     assert "not-a-list" not in errlog_path.read_text()
 
 
+@pytest.mark.parametrize(
+    ("spec", "shown"),
+    [
+        ({"command": ("npx", "-y", "@mcp/server-files", "/home/me")}, "npx server-files"),
+        ({"command": ("python", "srv.py", "--token", "s3cret")}, "python srv.py"),
+        (
+            {"url": "https://u:s3cret@mcp.example.com:8443/mcp?key=s3cret"},
+            "https://mcp.example.com:8443/mcp",
+        ),
+    ],
+)
+def test_server_names_in_messages_leave_out_secrets(spec: dict[str, Any], shown: str) -> None:
+    from loopwarden.mcp_proxy import DownstreamSpec
+
+    assert DownstreamSpec(**spec).describe() == shown
+
+
 def test_missing_server_command_fails_fast_with_a_clear_message(counter: Path) -> None:
     done = subprocess.run(
         proxy_argv(server=("loopwarden-no-such-server-binary",)),

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
@@ -64,8 +64,22 @@ class DownstreamSpec:
             raise ValueError("give exactly one of a server command or a server URL")
 
     def describe(self) -> str:
-        """A short human name for messages: the command line or the URL."""
-        return self.url if self.url is not None else shlex.join(self.command)
+        """A short name for messages, which the model may see: never the whole command line.
+
+        Why short: arguments and URL query strings often carry tokens. The program and its
+        first non-option argument (``npx server-filesystem``) or the URL without query and
+        credentials are enough to tell which server failed.
+        """
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            host = parts.hostname or ""
+            netloc = f"{host}:{parts.port}" if parts.port else host
+            return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        names = [os.path.basename(self.command[0])]
+        first = next((arg for arg in self.command[1:] if not arg.startswith("-")), None)
+        if first is not None:
+            names.append(os.path.basename(first.rstrip("/")) or first)
+        return " ".join(names)
 
 
 @dataclass
