@@ -378,9 +378,12 @@ async def _watch_signals(stopper: _Stopper) -> None:
     wanted = [signal.SIGTERM, signal.SIGINT]
     if hasattr(signal, "SIGHUP"):
         wanted.append(signal.SIGHUP)
-    with anyio.open_signal_receiver(*wanted) as received:
-        async for signum in received:
-            stopper.stop(signum)
+    try:
+        with anyio.open_signal_receiver(*wanted) as received:
+            async for signum in received:
+                stopper.stop(signum)
+    except NotImplementedError:  # Windows event loops: the client's pipe close still works
+        _log.debug("signal handling is not available on this platform")
 
 
 def _exit_now(proxy: _Proxy) -> None:
