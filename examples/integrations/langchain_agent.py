@@ -3,8 +3,6 @@
 pip install 'loopwarden[langchain]' && python examples/integrations/langchain_agent.py
 """
 
-import itertools
-
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
@@ -28,10 +26,10 @@ class ScriptedModel(GenericFakeChatModel):
         return self
 
 
-# A model stuck in a loop: the same call with the same arguments, forever.
+# A model stuck in a loop: the same call with the same arguments, 20 times over.
 stuck = (
     AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": f"c{i}"}])
-    for i in itertools.count()
+    for i in range(20)
 )
 
 # stopAfterBlocks: end the run at the first blocked call instead of letting the model retry.
