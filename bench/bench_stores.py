@@ -8,8 +8,8 @@ Run from the repository root:
 Each tool call is ``before_tool_call`` then ``after_tool_call`` (each one store update) on a
 session whose history is full (historySize 30), with detection on and a mix of repeated and
 fresh calls. It prints p50/p99/mean microseconds per guard call (one store update each), and
-for Redis also with two guards alternating on one session (every update meets a stale cache and
-pays the conflict retry, the worst case for many workers).
+for Redis also with two guards taking turns per tool call on one session (each
+``before_tool_call`` meets a stale cache and pays the conflict retry).
 """
 
 from __future__ import annotations
