@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from agents import (
     set_tracing_disabled,
 )
 from agents.exceptions import AgentsException
+from agents.mcp import MCPServerStdio
 from agents.testing import (
     ModelCall,
     ModelStep,
@@ -51,6 +54,8 @@ from loopwarden.errors import LoopStoppedError
 from loopwarden.events import LoopEvent
 
 set_tracing_disabled(True)
+
+MCP_SERVER = Path(__file__).with_name("_weather_mcp_server.py")
 
 WARNING, CRITICAL = 2, 4
 LOOP_CONFIG = {"enabled": True, "warningThreshold": WARNING, "criticalThreshold": CRITICAL}
@@ -246,6 +251,34 @@ def test_handoff_targets_are_guarded_and_run_record_is_reachable() -> None:
     assert result.final_output == "I give up."
     session, run_id = guardrails.run_of(result.context_wrapper)
     assert [e.action for e in guard.run_record(session, run_id)] == ["warn", "block"]
+
+
+def test_mcp_server_tools_are_guarded(tmp_path: Path) -> None:
+    counter = tmp_path / "executions.txt"
+    counter.touch()
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    rec = Recorder()
+    model = ScriptedModel(loop_steps(rec, CRITICAL + 1))
+    server = MCPServerStdio(
+        params={"command": sys.executable, "args": [str(MCP_SERVER), str(counter)]},
+        name="weather",
+        client_session_timeout_seconds=30,
+    )
+
+    async def scenario() -> RunResult:
+        async with server:
+            agent = guard_agent(Agent(name="weather", model=model, mcp_servers=[server]), guard)
+            return await Runner.run(agent, "weather?", max_turns=50)
+
+    result = asyncio.run(scenario())
+
+    model.assert_complete()
+    assert counter.read_text().count("get_weather") == CRITICAL
+    assert "WARNING: You have called get_weather" in rec.seen[WARNING]
+    assert "CRITICAL: Called get_weather" in rec.seen[-1]
+    assert result.final_output == "I give up."
+    assert [e.action for e in events] == ["warn", "block"]
 
 
 def test_guarding_twice_keeps_one_guardrail_pair() -> None:
