@@ -605,6 +605,25 @@ def test_cluster_and_sentinel_urls_fail_cleanly_when_unreachable(
     _assert_no_secret([str(caught.value), repr(store), all_logs.text])
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"redis://alice:{SECRET}@h:1/0", "redis://***@h:1/0"),
+        (f"rediss://:{SECRET}@h:1", "rediss://***@h:1"),
+        (
+            f"redis+sentinel://h:1,h:2/m?sentinel_password={SECRET}&db=2",
+            "redis+sentinel://h:1,h:2/m?sentinel_password=***&db=2",
+        ),
+        ("redis://h:1/0", "redis://h:1/0"),
+    ],
+)
+def test_urls_are_shown_without_credentials(url: str, shown: str) -> None:
+    from loopwarden.stores.redis import redact_url
+
+    assert redact_url(url) == shown
+    assert redact_url(f"error talking to {url}: refused") == f"error talking to {shown}: refused"
+
+
 def test_bad_urls_and_settings_are_rejected_clearly() -> None:
     require_module("redis", "redis")
     with pytest.raises(ValueError, match="unsupported scheme 'http'") as caught:

@@ -137,7 +137,7 @@ def _plan_for(old: Sequence[str], new: Sequence[str], drop: int) -> _Plan:
     return _Plan(drop, sets, tuple(new[kept:]))
 
 
-def plan_history(old: Sequence[str], new: Sequence[str]) -> _Plan:
+def _plan_history(old: Sequence[str], new: Sequence[str]) -> _Plan:
     """The cheapest of a few candidate plans; correct whatever the change was.
 
     The guard only appends, trims the oldest and fills outcomes in place, so the right plan is
@@ -231,7 +231,7 @@ class RedisStore:
                 session = self._restore(key, entry)
             result = fn(session)
             meta, history = self._encode(session)
-            plan = plan_history(entry.history, history)
+            plan = _plan_history(entry.history, history)
             token = os.urandom(8).hex()
             args: list[Any] = [entry.token, token, self._ttl_ms(), plan.drop]
             args += ["" if meta == entry.meta else meta, len(plan.sets)]
@@ -496,4 +496,4 @@ def _sentinel_client(url: str, options: dict[str, Any]) -> Any:
     return sentinel.master_for(path[0], **node)
 
 
-__all__ = ["RedisStore", "StoreUnavailableError", "plan_history", "redact_url"]
+__all__ = ["RedisStore", "StoreUnavailableError", "redact_url"]
