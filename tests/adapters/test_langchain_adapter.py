@@ -25,7 +25,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from loopwarden import LoopGuard
@@ -182,6 +182,31 @@ def test_parallel_calls_after_a_stop_are_refused_without_running() -> None:
     assert all(m.text.startswith("CRITICAL: Called get_weather") for m in refused)
     assert result["messages"][-1].response_metadata["loopwarden"]["action"] == "stop"
     assert len(model.prompts) == CRITICAL + 1
+
+
+def test_a_tool_failing_the_same_way_is_blocked_like_any_loop() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    attempts = 0
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather of a city."""
+        nonlocal attempts
+        attempts += 1
+        raise ToolException("weather service unavailable")
+
+    get_weather.handle_tool_error = True  # the model gets the error as an error ToolMessage
+    model = ScriptedModel(messages=loop_script(CRITICAL + 1), prompts=[])
+    agent = create_agent(model, [get_weather], middleware=[LoopGuardMiddleware(guard)])
+
+    agent.invoke({"messages": [HumanMessage("weather?")]})
+
+    assert attempts == CRITICAL  # identical errors are identical outcomes
+    seen = model.tool_results_seen()
+    assert seen[0] == "weather service unavailable"
+    assert seen[-1].startswith("CRITICAL: Called get_weather with identical arguments")
+    assert [e.action for e in events] == ["warn", "block"]
 
 
 def test_healthy_run_is_untouched() -> None:
