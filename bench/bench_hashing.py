@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import hashlib
 import json
@@ -308,6 +309,35 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'µs per call (CPU time)':<52} {'best':>7} {'median':>7}")
     for label, runs in micros.items():
         print(f"{label:<52} {min(runs):7.2f} {statistics.median(runs):7.2f}")
+    _print_by_shape(calls, args.repeat)
+
+
+def _print_by_shape(calls: list[Call], repeat: int) -> None:
+    """Per call shape: which SPEC §3 rules cost what, next to the orjson baseline."""
+    groups: dict[str, list[Call]] = {}
+    for call in calls:
+        shape = call.tool if call.tool in _SHAPES else "tau-bench function"
+        groups.setdefault(shape, []).append(call)
+    print(
+        f"\n{'by call shape (best µs per call)':<32} {'calls':>7} {'loopwarden':>11} {'orjson':>7}"
+    )
+    with _canonical_writer("orjson"):
+        for shape, members in sorted(groups.items(), key=lambda item: -len(item[1])):
+            options = [
+                Option("loopwarden", functools.partial(_each, _loopwarden, members)),
+                Option("orjson", functools.partial(_each, _baseline_orjson, members)),
+            ]
+            runs = _measure(options, len(members), repeat)
+            ours, theirs = min(runs["loopwarden"]), min(runs["orjson"])
+            print(f"{shape:<32} {len(members):7,} {ours:11.2f} {theirs:7.2f}")
+
+
+_SHAPES = {"exec", "process", "message", "read", "web_search", "update_plan"}
+
+
+def _each(fn: Callable[[Call], None], calls: list[Call]) -> None:
+    for call in calls:
+        fn(call)
 
 
 if __name__ == "__main__":

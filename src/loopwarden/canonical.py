@@ -541,4 +541,6 @@ def _is_non_blank(value: object) -> bool:
 
 def hash_tool_call(tool: str, params: object) -> str:
     """The call signature (``args_hash``): ``"{tool}:{sha256 of canonical params}"``."""
-    return f"{tool}:{digest_stable(normalize_params(tool, params))}"
+    if tool == "update_plan":
+        params = normalize_params(tool, params)
+    return f"{tool}:{digest_stable(params)}"
