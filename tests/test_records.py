@@ -395,3 +395,27 @@ def test_sqlite_store_on_a_corrupt_file_fails_clearly_and_the_guard_allows(
     guard = lw.LoopGuard({"enabled": True}, store=SQLiteStore(bad))
     assert guard.before_tool_call("s", "exec", {}).action == "allow"
     assert "not a usable SQLite database" in caplog.text  # the guard logs the reason
+
+
+def test_batched_recorder_writes_in_bulk_and_on_close(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    recorder = RunRecorder(db, batch=50)
+    guards = [lw.LoopGuard(CONFIG) for _ in range(2)]
+    for guard in guards:
+        recorder.attach(guard)
+    reader = open_db(db)
+    for n in range(20):  # 20 runs x (start, warn, block, end) = 80 rows
+        guard = guards[n % 2]
+        guard.start_run("s", f"r{n}")
+        _loop(guard, "s", f"r{n}", 4)
+        guard.end_run("s", f"r{n}")
+        if n == 5:  # 24 rows so far: still buffered
+            assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    # The first 50 rows: 12 whole runs, then the start and warning of the 13th.
+    assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == 13
+    recorder.close()
+    runs = list_runs(reader)
+    assert len(runs) == 20
+    assert all((r.warnings, r.blocks, r.outcome) == (1, 1, "completed") for r in runs)
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        RunRecorder(db, batch=0)

@@ -280,11 +280,19 @@ class RunRecorder:
 
     Thread-safe; one recorder may serve several guards. Attach it with :meth:`attach`, or give
     ``LoopGuard(record_db=path)``. Errors are logged (once per kind of failure) and never raised.
+    ``batch``: rows written per transaction. The default 1 makes every row durable at once (a
+    live guard); a bulk writer such as a transcript replay passes e.g. 500 and calls
+    :meth:`close` (or :meth:`flush`) at the end.
     """
 
-    def __init__(self, path: PathLike | None = None, *, timeout: float = 2.0) -> None:
+    def __init__(
+        self, path: PathLike | None = None, *, timeout: float = 2.0, batch: int = 1
+    ) -> None:
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1 row, got {batch}")
         self.path = Path(path) if path is not None else default_db_path()
         self._timeout = timeout
+        self._batch = batch
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._disabled: str | None = None
@@ -388,7 +396,8 @@ class RunRecorder:
                     logger.error(
                         "run records: %d rows dropped (database unavailable)", self._dropped
                     )
-            self._flush_locked()
+            if len(self._pending) >= self._batch:
+                self._flush_locked()
 
     def _flush_locked(self) -> bool:
         if self._disabled is not None:
