@@ -1,18 +1,21 @@
 """SPEC §5 — detection: the verdict about the *next* call, from the run's history.
 
-Pure functions over a list of records. Each measurement of §5 (U, N, R, poll, P) is one small
-function; ``detect`` applies the rule table, first match wins.
+``detect`` reads the measurements of §5 (U, N, R, poll, P) from the run's incremental state
+(``loopwarden._engine``, kept current by ``record_call`` / ``record_outcome``), so it costs O(1)
+whatever ``historySize`` is, and applies the rule table, first match wins. The definitions as
+walks over the history are in ``loopwarden.reference`` (the test oracle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loopwarden._engine import _Run
 from loopwarden.canonical import hash_tool_call
 from loopwarden.config import ResolvedConfig, resolve_config
-from loopwarden.history import SessionState, ToolCallRecord, normalize_run_id
+from loopwarden.history import SessionState
 
 Level = Literal["warning", "critical"]
 
@@ -33,22 +36,6 @@ class Verdict:
 NOT_STUCK = Verdict()
 
 
-@dataclass(frozen=True)
-class PingPong:
-    """The ping-pong measurement P of §5."""
-
-    count: int = 0
-    no_progress: bool = False
-    paired_tool: str | None = None
-    signatures: tuple[str, str] | None = None
-
-
-def run_history(state: SessionState, run_id: object) -> list[ToolCallRecord]:
-    """The records this run's detection sees (SPEC §4: scoped by normalised run id)."""
-    run = normalize_run_id(run_id)
-    return [r for r in state.history if r.run_id == run]
-
-
 def is_known_poll(tool: str, params: Any) -> bool:
     """Known polling calls: ``command_status``, or ``process`` with action poll/log."""
     if tool == "command_status":
@@ -57,75 +44,6 @@ def is_known_poll(tool: str, params: Any) -> bool:
         tool == "process"
         and isinstance(params, Mapping)
         and params.get("action") in ("poll", "log")
-    )
-
-
-def unknown_tool_streak(history: Sequence[ToolCallRecord], tool: str) -> tuple[int, str | None]:
-    """U: newest-first run of this tool's records failing with one unknown tool name."""
-    count, name = 0, None
-    for record in reversed(history):
-        if record.tool_name != tool or record.unknown_tool_name is None:
-            break
-        if name is None:
-            name = record.unknown_tool_name
-        elif record.unknown_tool_name != name:
-            break
-        count += 1
-    return count, name
-
-
-def no_progress_streak(
-    history: Sequence[ToolCallRecord], tool: str, signature: str
-) -> tuple[int, str | None]:
-    """N: identical outcomes of this signature, newest first, skipping records with no result."""
-    count, latest = 0, None
-    for record in reversed(history):
-        if record.tool_name != tool or record.args_hash != signature:
-            continue
-        if record.result_hash is None:
-            continue
-        if latest is None:
-            latest = record.result_hash
-        elif record.result_hash != latest:
-            break
-        count += 1
-    return count, latest
-
-
-def repeat_count(history: Sequence[ToolCallRecord], tool: str, signature: str) -> int:
-    """R: how often this signature appears in the run's history, whatever its outcome."""
-    return sum(1 for r in history if r.tool_name == tool and r.args_hash == signature)
-
-
-def ping_pong(history: Sequence[ToolCallRecord], signature: str) -> PingPong:
-    """P: the alternating tail ``last, other, last, …`` that the current call would extend."""
-    if not history:
-        return PingPong()
-    last = history[-1]
-    other = next(
-        (r.args_hash for r in reversed(history[:-1]) if r.args_hash != last.args_hash), None
-    )
-    if other is None:
-        return PingPong()
-    tail: list[ToolCallRecord] = []
-    for i, record in enumerate(reversed(history)):
-        if record.args_hash != (last.args_hash if i % 2 == 0 else other):
-            break
-        tail.append(record)
-    if len(tail) < 2 or signature != other:
-        return PingPong()
-    last_side = {r.result_hash for r in tail[0::2]}
-    other_side = {r.result_hash for r in tail[1::2]}
-    evidence = (
-        all(r.result_hash is not None for r in tail)
-        and len(last_side) == 1
-        and len(other_side) == 1
-    )
-    return PingPong(
-        count=len(tail) + 1,
-        no_progress=evidence,
-        paired_tool=last.tool_name,
-        signatures=(last.args_hash, other),
     )
 
 
@@ -175,21 +93,23 @@ def _poll(level: Level, tool: str, count: int, signature: str, latest: str | Non
     return _verdict(level, "known_poll_no_progress", count, message, key)
 
 
-def _ping_pong(level: Level, pp: PingPong) -> Verdict:
+def _ping_pong(
+    level: Level, count: int, paired_tool: str | None, signatures: tuple[str, str]
+) -> Verdict:
     if level == "critical":
         message = (
             "CRITICAL: You are alternating between repeated tool-call patterns "
-            f"({pp.count} consecutive calls) with no progress. This appears to be a stuck "
+            f"({count} consecutive calls) with no progress. This appears to be a stuck "
             "ping-pong loop. Session execution blocked to prevent resource waste."
         )
     else:
         message = (
             "WARNING: You are alternating between repeated tool-call patterns "
-            f"({pp.count} consecutive calls). This looks like a ping-pong loop; "
+            f"({count} consecutive calls). This looks like a ping-pong loop; "
             "stop retrying and report the task as failed."
         )
-    key = "pingpong:" + "|".join(sorted(pp.signatures or ()))
-    return _verdict(level, "ping_pong", pp.count, message, key, pp.paired_tool)
+    key = "pingpong:" + "|".join(sorted(signatures))
+    return _verdict(level, "ping_pong", count, message, key, paired_tool)
 
 
 def _generic_critical(tool: str, count: int, signature: str, latest: str | None) -> Verdict:
@@ -214,37 +134,50 @@ def _generic_warning(tool: str, count: int, signature: str) -> Verdict:
     )
 
 
-def evaluate(
-    history: Sequence[ToolCallRecord], tool: str, params: Any, config: ResolvedConfig
-) -> Verdict:
-    """Apply the §5 rule table to a run's history (already scoped to the run)."""
+def _evaluate(run: _Run, tool: str, params: Any, config: ResolvedConfig) -> Verdict:
+    """Apply the §5 rule table to one run's incremental state."""
+    last = run.last  # U: the trailing streak of the newest segment
+    if last.t >= config.unknown_tool_threshold and last.tool == tool:
+        return _unknown_tool(tool, last.t, last.unk)
     signature = hash_tool_call(tool, params)
-    unknown_count, unknown_name = unknown_tool_streak(history, tool)
-    if unknown_count >= config.unknown_tool_threshold:
-        return _unknown_tool(tool, unknown_count, unknown_name)
-    streak, latest = no_progress_streak(history, tool, signature)
+    sig = run.sigs.get(signature)
+    streak, latest = (sig.streak, sig.latest) if sig is not None else (0, None)
     if streak >= config.global_circuit_breaker_threshold:
         return _breaker(tool, streak, signature, latest)
-    poll = is_known_poll(tool, params)
+    poll = (tool == "command_status" or tool == "process") and is_known_poll(tool, params)
     switches = config.detectors
     if poll and switches.known_poll_no_progress:
         if streak >= config.critical_threshold:
             return _poll("critical", tool, streak, signature, latest)
         if streak >= config.warning_threshold:
             return _poll("warning", tool, streak, signature, latest)
-    if switches.ping_pong:
-        pp = ping_pong(history, signature)
-        if pp.count >= config.critical_threshold and pp.no_progress:
-            return _ping_pong("critical", pp)
-        if pp.count >= config.warning_threshold:
-            return _ping_pong("warning", pp)
+    if run.tail >= 2 and signature == run.b and switches.ping_pong:
+        verdict = _ping_pong_verdict(run, config)
+        if verdict is not None:
+            return verdict
     if not poll and switches.generic_repeat:
         if streak >= config.critical_threshold:
             return _generic_critical(tool, streak, signature, latest)
-        repeats = repeat_count(history, tool, signature)
+        repeats = sig.count if sig is not None else 0
         if repeats >= config.warning_threshold:
             return _generic_warning(tool, repeats, signature)
     return NOT_STUCK
+
+
+def _ping_pong_verdict(run: _Run, config: ResolvedConfig) -> Verdict | None:
+    """Rules 5 and 6, when the call would extend the run's alternating tail (P = tail + 1)."""
+    count = run.tail + 1
+    if count < config.warning_threshold:
+        return None
+    a, b = run.a, run.b
+    assert a is not None and b is not None and run.newest is not None
+    paired = run.newest.tool_name
+    side_a, side_b = run.side_a, run.side_b
+    # No-progress evidence: every tail record has a result, one hash per side.
+    evidence = len(side_a) == 1 and len(side_b) == 1 and None not in side_a and None not in side_b
+    if count >= config.critical_threshold and evidence:
+        return _ping_pong("critical", count, paired, (a, b))
+    return _ping_pong("warning", count, paired, (a, b))
 
 
 def detect(
@@ -255,7 +188,11 @@ def detect(
     run_id: str | None = None,
 ) -> Verdict:
     """The verdict for the next call, made *before* it is recorded (SPEC §5)."""
-    resolved = resolve_config(config)
-    if not resolved.detection_enabled:
+    if type(config) is not ResolvedConfig:
+        config = resolve_config(config)
+    if config.enabled is not True:  # detection_enabled (§1.3), without the property call
         return NOT_STUCK
-    return evaluate(run_history(state, run_id), tool, params, resolved)
+    run = state._runs.get(state._key(run_id))
+    if run is None:  # no record of this run: every count is 0
+        return NOT_STUCK
+    return _evaluate(run, tool, params, config)

@@ -1,15 +1,20 @@
 """SPEC §4 — a session's tool-call history: records, call and outcome recording, trimming.
 
-This is the plain engine: a list and linear walks, written to be obviously correct.
+``SessionState`` keeps the records in a deque (oldest first) and, per run, the incremental state
+of ``loopwarden._engine``, so that recording and detection cost O(1) per call whatever
+``historySize`` is. The plain list-walking engine this replaces lives on, unchanged, in
+``loopwarden.reference`` as the test oracle.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from loopwarden._engine import RunKey, _Run, signature_key
 from loopwarden.canonical import UNDEFINED, hash_tool_call, js_trim
 from loopwarden.config import ResolvedConfig, resolve_config
 from loopwarden.outcome import hash_tool_outcome
@@ -19,7 +24,11 @@ ConfigLike = Mapping[str, Any] | ResolvedConfig | None
 
 @dataclass(slots=True)
 class ToolCallRecord:
-    """One recorded tool call; ``result_hash`` is filled when its outcome arrives."""
+    """One recorded tool call; ``result_hash`` is filled when its outcome arrives.
+
+    Records are owned by their ``SessionState``: change them only through ``record_call`` and
+    ``record_outcome``, since the session's counters follow those two functions.
+    """
 
     tool_name: str
     args_hash: str
@@ -30,11 +39,114 @@ class ToolCallRecord:
     timestamp: float = 0.0
 
 
-@dataclass
 class SessionState:
-    """One session's history, oldest record first, shared by all of the session's runs."""
+    """One session's history, oldest record first, shared by all of the session's runs.
 
-    history: list[ToolCallRecord] = field(default_factory=list)
+    ``history`` is a new list on every read (a snapshot, O(historySize)); assigning a list of
+    records to it, or passing one to the constructor, replaces the history (e.g. when a store
+    restores a session). Recording and detection never copy it.
+    """
+
+    __slots__ = ("_raw_run", "_records", "_run_key", "_runs")
+
+    def __init__(self, history: Iterable[ToolCallRecord] = ()) -> None:
+        self._records: deque[ToolCallRecord] = deque()
+        self._runs: dict[RunKey, _Run] = {}
+        # The last run id seen and its normalised form: detect, record_call and record_outcome
+        # of one call get the same run id object, and a str's normalisation never changes.
+        self._raw_run: object = None
+        self._run_key: RunKey = None
+        self._load(history)
+
+    @property
+    def history(self) -> list[ToolCallRecord]:
+        """The records, oldest first (a snapshot)."""
+        return list(self._records)
+
+    @history.setter
+    def history(self, records: Iterable[ToolCallRecord]) -> None:
+        fresh = SessionState(records)  # all or nothing: a bad record leaves this state as it was
+        self._records, self._runs = fresh._records, fresh._runs
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionState):
+            return NotImplemented
+        return self._records == other._records
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        return f"SessionState(history={list(self._records)!r})"
+
+    def __reduce__(self) -> tuple[type[SessionState], tuple[list[ToolCallRecord]]]:
+        # Pickle and copy the records only; the counters are rebuilt from them.
+        return (SessionState, (list(self._records),))
+
+    def _load(self, records: Iterable[ToolCallRecord]) -> None:
+        for position, record in enumerate(records):
+            _check_record(record, position)
+            run = self._run(record.run_id)
+            key = signature_key(record.tool_name, record.args_hash)
+            if record.result_hash is None:
+                run.add_pending(record, key)
+            else:
+                run.add_done(record, key, record.result_hash)
+            self._records.append(record)
+
+    def _key(self, run_id: object) -> RunKey:
+        """``normalize_run_id``, remembering the last answer."""
+        if run_id is self._raw_run:
+            return self._run_key
+        key = normalize_run_id(run_id)
+        self._raw_run, self._run_key = run_id, key
+        return key
+
+    def _run(self, run_id: RunKey) -> _Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = _Run()
+        return run
+
+    def _trim(self, history_size: int) -> None:
+        """Drop the session's oldest records, whatever their run (SPEC §4)."""
+        records, runs = self._records, self._runs
+        while len(records) > history_size:
+            record = records.popleft()
+            run = runs[record.run_id]
+            run.evict(record)
+            if not run.n:
+                del runs[record.run_id]
+
+
+def _check_record(record: object, position: int) -> None:
+    """Refuse a loaded record the engine could not follow, saying which and why."""
+    where = f"SessionState history[{position}]"
+    if not isinstance(record, ToolCallRecord):
+        raise TypeError(f"{where}: expected a ToolCallRecord, got {type(record).__name__}")
+    required: tuple[tuple[str, object], ...] = (
+        ("tool_name", record.tool_name),
+        ("args_hash", record.args_hash),
+    )
+    for name, value in required:
+        if not isinstance(value, str):
+            raise TypeError(f"{where}.{name}: expected a string, got {type(value).__name__}")
+    optional: tuple[tuple[str, object], ...] = (
+        ("run_id", record.run_id),
+        ("result_hash", record.result_hash),
+    )
+    for name, value in optional:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"{where}.{name}: expected a string or None, got {type(value).__name__}"
+            )
+    if record.result_hash is None and record.unknown_tool_name is not None:
+        raise ValueError(
+            f"{where}: unknown_tool_name is set but result_hash is None; record_outcome only "
+            "stores an unknown tool name together with its result hash"
+        )
 
 
 def normalize_run_id(run_id: object) -> str | None:
@@ -45,15 +157,7 @@ def normalize_run_id(run_id: object) -> str | None:
     return trimmed or None
 
 
-def _now_ms() -> float:
-    return time.time() * 1000.0
-
-
-def _append(state: SessionState, record: ToolCallRecord, config: ResolvedConfig) -> None:
-    state.history.append(record)
-    overflow = len(state.history) - config.history_size
-    if overflow > 0:
-        del state.history[:overflow]
+_time = time.time  # a module global, so tests can give both engines one fake clock
 
 
 def record_call(
@@ -65,30 +169,17 @@ def record_call(
     run_id: str | None = None,
 ) -> None:
     """Append a call with no result yet, then trim to ``historySize`` (SPEC §4)."""
-    resolved = resolve_config(config)
-    record = ToolCallRecord(
-        tool_name=tool,
-        args_hash=hash_tool_call(tool, params),
-        tool_call_id=tool_call_id,
-        run_id=normalize_run_id(run_id),
-        timestamp=_now_ms(),
-    )
-    _append(state, record, resolved)
-
-
-def _pending_match(
-    state: SessionState, tool: str, args_hash: str, tool_call_id: str | None, run: str | None
-) -> ToolCallRecord | None:
-    for record in reversed(state.history):
-        if (
-            record.run_id == run
-            and record.tool_name == tool
-            and record.args_hash == args_hash
-            and record.result_hash is None
-            and (tool_call_id is None or record.tool_call_id == tool_call_id)
-        ):
-            return record
-    return None
+    if type(config) is not ResolvedConfig:
+        config = resolve_config(config)
+    signature = hash_tool_call(tool, params)
+    run_key = state._key(run_id)
+    record = ToolCallRecord(tool, signature, tool_call_id, run_key, None, None, _time() * 1000.0)
+    run = state._runs.get(run_key) or state._run(run_key)
+    run.add_pending(record, signature)
+    records = state._records
+    records.append(record)
+    if len(records) > config.history_size:
+        state._trim(config.history_size)
 
 
 def record_outcome(
@@ -107,17 +198,64 @@ def record_outcome(
 
     Returns the stored record, or None when the outcome has no hash (nothing is stored).
     """
-    resolved = resolve_config(config)
+    if type(config) is not ResolvedConfig:
+        config = resolve_config(config)
     result_hash, unknown = hash_tool_outcome(tool, params, result, error, send_tools=send_tools)
     if result_hash is None:
         return None
-    args_hash = hash_tool_call(tool, params)
-    run = normalize_run_id(run_id)
-    record = _pending_match(state, tool, args_hash, tool_call_id, run)
-    if record is None:
-        record = ToolCallRecord(tool, args_hash, tool_call_id, run, timestamp=_now_ms())
+    signature = hash_tool_call(tool, params)
+    run_key = state._key(run_id)
+    run = state._runs.get(run_key)
+    seg = None if run is None else run.match(signature, tool_call_id)
+    if seg is not None:
+        record = seg.pending
+        assert record is not None and run is not None
         record.result_hash, record.unknown_tool_name = result_hash, unknown
-        _append(state, record, resolved)
-    else:
-        record.result_hash, record.unknown_tool_name = result_hash, unknown
+        run.complete(seg, result_hash, unknown)
+        return record
+    record = ToolCallRecord(
+        tool, signature, tool_call_id, run_key, result_hash, unknown, _time() * 1000.0
+    )
+    if run is None:
+        run = state._run(run_key)
+    run.add_done(record, signature, result_hash)
+    records = state._records
+    records.append(record)
+    if len(records) > config.history_size:
+        state._trim(config.history_size)
+    return record
+
+
+VETO_HASH = "veto:tool-loop"
+"""Result hash of a veto record whose signature has no result yet in its run."""
+
+
+def record_veto(
+    state: SessionState,
+    tool: str,
+    params: Any,
+    tool_call_id: str | None = None,
+    config: ConfigLike = None,
+    run_id: str | None = None,
+) -> ToolCallRecord:
+    """Record a call the guard blocked, so that retrying it counts (``countBlockedCalls``).
+
+    The veto record is complete: it repeats the signature's current no-progress hash in the run
+    (the latest hash of N), so it counts as a repetition (R) and extends the no-progress streak
+    (N) toward the circuit breaker; with no result yet it carries ``VETO_HASH``. Being complete,
+    no later outcome attaches to it. Appended and trimmed like any record (SPEC §4).
+    """
+    history_size = resolve_config(config).history_size
+    signature = hash_tool_call(tool, params)
+    run_key = state._key(run_id)
+    run = state._runs.get(run_key) or state._run(run_key)
+    sig = run.sigs.get(signature)
+    result_hash = VETO_HASH if sig is None or sig.latest is None else sig.latest
+    record = ToolCallRecord(
+        tool, signature, tool_call_id, run_key, result_hash, None, _time() * 1000.0
+    )
+    run.add_done(record, signature, result_hash)
+    state._records.append(record)
+    if len(state._records) > history_size:
+        state._trim(history_size)
     return record

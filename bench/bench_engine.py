@@ -1,0 +1,368 @@
+"""Benchmark: cost per tool call of the detection engine, and memory per session (issue 3).
+
+Run from the repository root:
+
+    python -m bench.bench_engine                 # full workload, about 31,000 calls
+    python -m bench.bench_engine --calls 5000    # quicker, fewer calls
+    python -m bench.bench_engine --shared /path/to/shared --repeat 5
+
+One long session with many runs, every call going through detect → record_call →
+record_outcome, as OpenClaw's own replay does. The workload: every call of the development corpus
+(shared/eval/*.jsonl.gz; one run per recorded trajectory: mini-swe-agent bash commands shaped as
+exec results, tau-bench airline function calls), plus synthetic runs the corpus lacks (process
+polls with moving and with stuck output, message sends, file reads of 1 to 20 kB, web searches,
+exec loops, ping-pong, unknown-tool retries), with a heartbeat run interleaved into the session.
+
+For historySize 30, 1,000 and 10,000 it prints µs per call of the incremental engine
+(``loopwarden``) and of the plain reference engine (``loopwarden.reference``), the share of that
+spent hashing (3 × ``hash_tool_call`` + ``hash_tool_outcome``, the same for both engines), and the
+memory one session holds at the end and at its peak (tracemalloc, separate pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import gzip
+import json
+import os
+import platform
+import random
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from loopwarden import detectors as detectors_module
+from loopwarden import history as history_module
+from loopwarden import reference
+from loopwarden.canonical import UNDEFINED, hash_tool_call
+from loopwarden.config import ResolvedConfig
+from loopwarden.detectors import detect
+from loopwarden.history import SessionState, record_call, record_outcome
+from loopwarden.outcome import hash_tool_outcome
+
+HISTORY_SIZES = (30, 1_000, 10_000)
+OPENCLAW_US = {30: 15.9, 1_000: 27.4, 10_000: 126.0}  # issue 3, TypeScript on Node.js 20
+
+
+class Call(NamedTuple):
+    """One step of the workload."""
+
+    tool: str
+    params: Any
+    result: Any
+    error: Any
+    run_id: str
+    call_id: str
+
+
+# --------------------------------------------------------------------------------------------
+# Workload
+# --------------------------------------------------------------------------------------------
+
+
+def _shared_dir(explicit: str | None) -> Path:
+    candidates = [explicit, os.environ.get("LOOPWARDEN_SHARED")]
+    candidates.append(str(Path(__file__).resolve().parents[2] / "shared"))
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "eval").is_dir():
+            return Path(candidate)
+    sys.exit("shared/eval not found: pass --shared DIR or set LOOPWARDEN_SHARED")
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+Step = tuple[str, Any, Any, Any]  # tool, params, result, error
+Run = tuple[str, list[Step]]
+
+
+def corpus_runs(shared: Path, rng: random.Random) -> list[Run]:
+    """One run per recorded trajectory, real calls and real results (cut at 20 kB)."""
+    runs: dict[str, list[Step]] = {}
+    for row in _rows(shared / "eval" / "minisweagent_gemini3pro_verified.jsonl.gz"):
+        output = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
+        label = row["error"] or ""
+        code = int(label.split("=")[1]) if label.startswith("returncode=") else 0
+        details = {
+            "status": "failed" if code else "completed",
+            "exitCode": code,
+            "durationMs": rng.randint(5, 30_000),
+            "aggregated": output,
+            "cwd": "/testbed",
+            "pid": rng.randint(100, 60_000),
+            "timedOut": label == "timeout",
+        }
+        result = {"content": [{"type": "text", "text": output}], "details": details}
+        step = ("exec", {"command": row["args"]["command"]}, result, UNDEFINED)
+        runs.setdefault(row["trajectory"], []).append(step)
+    for row in _rows(shared / "eval" / "taubench_airline_gpt4o.jsonl.gz"):
+        if row["error"]:
+            step = (row["tool"], row["args"], UNDEFINED, row["error"])
+        else:
+            text = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
+            step = (row["tool"], row["args"], {"content": [{"type": "text", "text": text}]}, None)
+        runs.setdefault(row["trajectory"], []).append(step)
+    return list(runs.items())
+
+
+def _text(rng: random.Random, size: int) -> str:
+    words = ["def", "return", "self", "import", "value", "error", "test", "=", "(", ")", "\n"]
+    out = " ".join(rng.choice(words) for _ in range(size // 4 + 1))
+    return out[:size]
+
+
+def _poll(rng: random.Random, i: int, log: str) -> Step:
+    details = {"status": "running", "aggregated": log, "totalLines": log.count("\n"), "pid": i}
+    result = {"content": [{"type": "text", "text": log[-500:]}], "details": details}
+    return ("process", {"action": "poll", "sessionId": f"s{i % 7}"}, result, UNDEFINED)
+
+
+def _send(rng: random.Random, i: int) -> Step:
+    mid = f"m{rng.randrange(10**9)}"
+    details = {
+        "ok": True,
+        "messageId": mid,
+        "ts": 1_700_000_000 + i,
+        "message": {"id": mid, "text": "build is green", "direction": "outbound"},
+        "route": {"channel": "slack", "id": "C042"},
+    }
+    result = {"content": [{"type": "text", "text": json.dumps(details)}], "details": details}
+    return ("message", {"action": "send", "target": "#builds", "text": "ok"}, result, UNDEFINED)
+
+
+def _read(rng: random.Random, i: int, body: str | None = None) -> Step:
+    body = body or _text(rng, rng.choice([200, 1_000, 5_000, 20_000]))
+    result = {"content": [{"type": "text", "text": body}], "details": {"path": f"/w/f{i}.py"}}
+    return ("read", {"path": f"/w/f{i % 40}.py", "limit": 2_000}, result, UNDEFINED)
+
+
+def _search(rng: random.Random, i: int) -> Step:
+    hits = [{"title": f"hit {k}", "url": f"https://x.test/{i}/{k}"} for k in range(5)]
+    result = {"content": [{"type": "text", "text": json.dumps(hits)}], "details": {"hits": hits}}
+    return ("web_search", {"query": f"python error {i % 30}", "count": 5}, result, UNDEFINED)
+
+
+def _exec(command: str, output: str, code: int = 0) -> Step:
+    details = {"status": "failed" if code else "completed", "exitCode": code, "aggregated": output}
+    result = {"content": [{"type": "text", "text": output}], "details": details}
+    return ("exec", {"command": command}, result, UNDEFINED)
+
+
+def synthetic_run(rng: random.Random, i: int) -> list[Step]:
+    """A healthy stretch of mixed calls, then (in most runs) one kind of loop."""
+    steps: list[Step] = []
+    log = ""
+    for k in range(rng.randint(10, 40)):
+        kind = rng.randrange(5)
+        if kind == 0:
+            log += _text(rng, rng.choice([40, 400, 2_000]))  # output that moves: progress
+            steps.append(_poll(rng, i, log[-8_000:]))
+        elif kind == 1:
+            steps.append(_send(rng, k))
+        elif kind == 2:
+            steps.append(_read(rng, k))
+        elif kind == 3:
+            steps.append(_search(rng, i * 100 + k))
+        else:
+            steps.append(_exec(f"pytest tests/t{k}.py", _text(rng, rng.choice([50, 3_000]))))
+    loop = rng.randrange(5)
+    if loop == 0:  # a stuck poll: identical output
+        steps += [_poll(rng, i, "waiting for lock\n")] * rng.randint(5, 25)
+    elif loop == 1:  # the same failing command, identical result
+        steps += [_exec("cd fastjson/", "bash: cd: fastjson/: No such file", 1)] * 25
+    elif loop == 2:  # ping-pong between two reads with unchanged content
+        a, b = _read(rng, 1, "A" * 3_000), _read(rng, 2, "B" * 300)
+        steps += [a, b] * rng.randint(3, 12)
+    elif loop == 3:  # retrying a tool that does not exist
+        steps += [("weather", {"city": "Oslo"}, UNDEFINED, "Unknown tool: weather")] * 12
+    return steps
+
+
+def build_workload(shared: Path, calls: int, seed: int = 7) -> list[Call]:
+    """Corpus and synthetic runs shuffled into one session, a heartbeat run interleaved."""
+    rng = random.Random(seed)
+    runs = corpus_runs(shared, rng)
+    runs += [(f"synthetic/{i}", synthetic_run(rng, i)) for i in range(320)]
+    rng.shuffle(runs)
+    out: list[Call] = []
+    for run_number, (name, steps) in enumerate(runs):
+        for step in steps:
+            out.append(Call(*step, run_id=name, call_id=f"call_{len(out)}"))
+            if len(out) % 50 == 0:  # the gateway's heartbeat run shares the session
+                beat = ("session_status", {}, {"content": [{"type": "text", "text": "ok"}]}, None)
+                out.append(Call(*beat, run_id=f"heartbeat/{run_number}", call_id=f"hb_{len(out)}"))
+    return out[:calls]
+
+
+# --------------------------------------------------------------------------------------------
+# Measurement
+# --------------------------------------------------------------------------------------------
+
+Engine = tuple[Callable[[], Any], Callable[..., Any], Callable[..., Any], Callable[..., Any]]
+ENGINES: dict[str, Engine] = {
+    "loopwarden": (SessionState, detect, record_call, record_outcome),
+    "reference": (
+        reference.ReferenceState,
+        reference.detect,
+        reference.record_call,
+        reference.record_outcome,
+    ),
+}
+
+
+def replay(engine: Engine, workload: list[Call], config: ResolvedConfig) -> Any:
+    """One session: every call through detect → record_call → record_outcome."""
+    new_state, detect_fn, call_fn, outcome_fn = engine
+    state = new_state()
+    for c in workload:
+        detect_fn(state, c.tool, c.params, config, c.run_id)
+        call_fn(state, c.tool, c.params, c.call_id, config, c.run_id)
+        outcome_fn(state, c.tool, c.params, c.call_id, c.result, c.error, config, c.run_id)
+    return state
+
+
+def hashing_only(workload: list[Call]) -> None:
+    """The hashing the three calls do, without any history: the floor for both engines."""
+    for c in workload:
+        hash_tool_call(c.tool, c.params)
+        hash_tool_call(c.tool, c.params)
+        hash_tool_outcome(c.tool, c.params, c.result, c.error)
+        hash_tool_call(c.tool, c.params)
+
+
+@contextlib.contextmanager
+def hashing_precomputed(workload: list[Call]) -> Iterator[None]:
+    """Swap the hash functions the engines call for lookups of precomputed hashes.
+
+    Isolates the engines' own bookkeeping: what remains is recording, detection and trimming
+    (plus one dict lookup per hash, which both engines pay alike).
+    """
+    calls = {id(c.params): hash_tool_call(c.tool, c.params) for c in workload}
+    outcomes = {
+        (id(c.params), id(c.result), id(c.error)): hash_tool_outcome(
+            c.tool, c.params, c.result, UNDEFINED if c.error is None else c.error
+        )
+        for c in workload
+    }
+
+    def call_hash(tool: str, params: Any) -> str:
+        return calls[id(params)]
+
+    def outcome_hash(tool: str, params: Any, result: Any, error: Any, **_: Any) -> Any:
+        return outcomes[(id(params), id(result), id(error))]
+
+    modules = [history_module, detectors_module, reference]
+    saved = [
+        (m, m.__dict__.get("hash_tool_call"), m.__dict__.get("hash_tool_outcome")) for m in modules
+    ]
+    try:
+        for module in modules:
+            if "hash_tool_call" in module.__dict__:
+                module.hash_tool_call = call_hash  # type: ignore[attr-defined]
+            if "hash_tool_outcome" in module.__dict__:
+                module.hash_tool_outcome = outcome_hash  # type: ignore[attr-defined]
+        yield
+    finally:
+        for module, call_fn, outcome_fn in saved:
+            if call_fn is not None:
+                module.hash_tool_call = call_fn  # type: ignore[attr-defined]
+            if outcome_fn is not None:
+                module.hash_tool_outcome = outcome_fn  # type: ignore[attr-defined]
+
+
+def _best_us(fn: Callable[[], Any], calls: int, repeat: int) -> tuple[float, float]:
+    """(best, worst) CPU µs per call over ``repeat`` timed runs.
+
+    CPU time of this process, not wall time: on a shared machine wall time mostly measures the
+    other processes. GC stays on (it is part of the real cost).
+    """
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.process_time()
+        fn()
+        times.append((time.process_time() - start) / calls * 1e6)
+    return min(times), max(times)
+
+
+def _memory(engine: Engine, workload: list[Call], config: ResolvedConfig) -> tuple[int, int, int]:
+    """(bytes the session holds at the end, peak bytes during the replay, records kept)."""
+    gc.collect()
+    tracemalloc.start()
+    state = replay(engine, workload, config)
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return current, peak, len(state.history)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", help="the shared/ folder (default: ../shared)")
+    parser.add_argument("--calls", type=int, default=10**9, help="use only the first N calls")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of loopwarden per size")
+    parser.add_argument(
+        "--reference-repeat", type=int, default=1, help="timed runs of the reference per size"
+    )
+    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    args = parser.parse_args(argv)
+
+    workload = build_workload(_shared_dir(args.shared), args.calls)
+    n = len(workload)
+    runs = len({c.run_id for c in workload})
+    print(f"workload: {n} calls in {runs} runs, one session")
+    print(
+        f"python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.machine()}; best of {args.repeat} (reference: {args.reference_repeat})"
+    )
+    hash_best, _ = _best_us(lambda: hashing_only(workload), n, args.repeat)
+    print(f"hashing alone (3 x hash_tool_call + hash_tool_outcome): {hash_best:.2f} µs/call\n")
+
+    header = (
+        f"{'historySize':>11} | {'loopwarden µs/call':>22} | {'engine alone':>12} | "
+        f"{'reference µs/call':>17} | {'engine alone':>12} | {'OpenClaw':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for size in HISTORY_SIZES:
+        config = ResolvedConfig(enabled=True, history_size=size)
+        row = {}
+        for name, repeat in (("loopwarden", args.repeat), ("reference", args.reference_repeat)):
+            engine = ENGINES[name]
+            row[name] = _best_us(lambda e=engine, c=config: replay(e, workload, c), n, repeat)
+            with hashing_precomputed(workload):
+                alone = _best_us(lambda e=engine, c=config: replay(e, workload, c), n, repeat)
+            row[name + " alone"] = alone
+        fast, fast_worst = row["loopwarden"]
+        print(
+            f"{size:>11,} | {fast:>8.2f} (worst {fast_worst:>6.2f}) | "
+            f"{row['loopwarden alone'][0]:>12.2f} | {row['reference'][0]:>17.2f} | "
+            f"{row['reference alone'][0]:>12.2f} | {OPENCLAW_US[size]:>8}"
+        )
+    if args.no_memory:
+        return
+    print("\nmemory of one session (tracemalloc; end = held after the replay, peak = during it)")
+    print(
+        f"{'historySize':>11} | {'engine':>10} | {'records':>7} | {'end bytes':>11} | "
+        f"{'bytes/record':>12} | {'peak bytes':>11}"
+    )
+    for size in HISTORY_SIZES:
+        config = ResolvedConfig(enabled=True, history_size=size)
+        for name, engine in ENGINES.items():
+            current, peak, records = _memory(engine, workload, config)
+            print(
+                f"{size:>11,} | {name:>10} | {records:>7,} | {current:>11,} | "
+                f"{current / max(records, 1):>12.0f} | {peak:>11,}"
+            )
+
+
+if __name__ == "__main__":
+    main()
