@@ -175,7 +175,14 @@ def main() -> None:
     """Serve over stdio, or streamable HTTP on ``--http PORT``."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT")
+    parser.add_argument(
+        "--once", metavar="FILE", help="start only if FILE does not exist (then create it)"
+    )
     args = parser.parse_args()
+    if args.once:
+        if os.path.exists(args.once):
+            sys.exit(7)  # a server that cannot be restarted
+        open(args.once, "w").close()
     if args.http is None:
         app.run("stdio")
         return

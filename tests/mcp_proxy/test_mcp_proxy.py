@@ -389,28 +389,51 @@ def test_failing_tool_result_passes_through(counter: Path) -> None:
 # ---------------------------------------------------------------------------- failures
 
 
-def test_downstream_crash_gives_an_error_result_not_a_hang(counter: Path, tmp_path: Path) -> None:
+def test_downstream_crash_gives_an_error_result_then_a_fresh_server(
+    counter: Path, tmp_path: Path
+) -> None:
     errlog_path = tmp_path / "proxy-stderr.txt"
+    pids: list[int] = []
 
     async def body() -> None:
         with errlog_path.open("w") as errlog:
             async with connect(proxy_argv(), env_for(counter), errlog=errlog) as session:
+                pids.append(int(texts(await session.call_tool("pid", {}))[0]))
                 crashed = await session.call_tool("crash", {})
+                pids.append(int(texts(await session.call_tool("pid", {}))[0]))
                 after = await session.call_tool("echo", {"text": "anyone?"})
-                listing_error = None
-                try:
-                    await session.list_tools()
-                except Exception as exc:
-                    listing_error = str(exc)
         assert crashed.isError and "not available" in texts(crashed)[0]
         assert "closed the connection" in texts(crashed)[0]
-        assert after.isError and "not available" in texts(after)[0]
+        assert texts(after) == ["anyone?"]  # served by a restarted server
+
+    run(body)
+    first, second = pids
+    assert first != second and _gone(first)
+    assert executions(counter)["crash"] == 1
+    log = errlog_path.read_text()
+    assert "closed the connection" in log and "reconnected to the MCP server" in log
+
+
+def test_server_that_cannot_restart_gives_clear_errors(counter: Path, tmp_path: Path) -> None:
+    once = tmp_path / "started-once"
+    argv = proxy_argv(server=(sys.executable, str(SERVER), "--once", str(once)))
+
+    async def body() -> None:
+        async with connect(argv, env_for(counter)) as session:
+            crashed = await session.call_tool("crash", {})
+            retried = await session.call_tool("echo", {"text": "x"})
+            listing_error = None
+            try:
+                await session.list_tools()
+            except Exception as exc:
+                listing_error = str(exc)
+        assert crashed.isError and "closed the connection" in texts(crashed)[0]
+        assert retried.isError and "restarting it failed" in texts(retried)[0]
+        assert "could not start the MCP server" in texts(retried)[0]
         assert listing_error is not None and "not available" in listing_error
 
     run(body)
-    assert executions(counter)["crash"] == 1
     assert executions(counter)["echo"] == 0
-    assert "closed the connection" in errlog_path.read_text()
 
 
 def test_downstream_hang_times_out_with_a_clear_error(counter: Path) -> None:
@@ -732,9 +755,7 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def http_server(counter: Path) -> Any:
-    port = _free_port()
+def _start_http_server(port: int, counter: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, str(SERVER), "--http", str(port)],
         env=env_for(counter),
@@ -745,18 +766,30 @@ def http_server(counter: Path) -> Any:
     while time.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert proc.poll() is None, "test HTTP server exited"
+                return proc
+        if proc.poll() is not None:
+            pytest.fail("test HTTP server exited")
         time.sleep(0.05)
-    else:
+    proc.kill()
+    pytest.fail("test HTTP server did not start listening within 30 s")
+
+
+@pytest.fixture
+def http_port(counter: Path) -> Any:
+    port = _free_port()
+    servers = [_start_http_server(port, counter)]
+    yield port, servers
+    for proc in servers:
         proc.kill()
-        pytest.fail("test HTTP server did not start listening within 30 s")
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=10)
+        proc.wait(timeout=10)
 
 
-def test_http_downstream_lists_and_guards(counter: Path, http_server: str) -> None:
+def _url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+def test_http_downstream_lists_and_guards(counter: Path, http_port: Any) -> None:
+    http_server = _url(http_port[0])
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -833,3 +866,24 @@ def test_documented_client_entry_works_as_written(tmp_path: Path) -> None:
 
     run(body)
     assert executions(counter)["poll"] == critical
+
+
+def test_http_downstream_restarted_server_is_reconnected(counter: Path, http_port: Any) -> None:
+    port, servers = http_port
+
+    async def body() -> None:
+        argv = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--url", _url(port)]
+        async with connect(argv, env_for(counter)) as session:
+            before = await session.call_tool("pid", {})
+            servers[0].kill()
+            servers[0].wait(timeout=10)
+            down = await session.call_tool("echo", {"text": "down"})
+            servers.append(_start_http_server(port, counter))
+            await anyio.sleep(Downstream.RETRY_AFTER)  # past the failed restart's back-off
+            after = await session.call_tool("pid", {})
+        assert down.isError and "not available" in texts(down)[0]
+        assert not after.isError and texts(after) != texts(before)
+
+    from loopwarden.mcp_proxy._downstream import Downstream
+
+    run(body)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import anyio.abc
 import httpx
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -112,7 +113,15 @@ async def _open_transport(spec: DownstreamSpec) -> AsyncIterator[tuple[_ReadStre
 
 
 class Downstream:
-    """One client session to the wrapped server, with liveness tracking."""
+    """One client session to the wrapped server, with liveness tracking and reconnection.
+
+    When the server goes away, the next request starts a fresh session (a new process for a
+    command, a new HTTP session for a URL), so a crash or a dropped remote session costs the
+    requests in flight, not the rest of the client's connection. A failed restart is not
+    retried for :data:`RETRY_AFTER` seconds, so a server that cannot start fails fast.
+    """
+
+    RETRY_AFTER = 5.0
 
     def __init__(self, spec: DownstreamSpec, hooks: DownstreamHooks) -> None:
         self.spec = spec
@@ -123,8 +132,18 @@ class Downstream:
         self._stop = anyio.Event()
         self._inflight: set[anyio.CancelScope] = set()
         self.finished = anyio.Event()
+        self.restarts = 0
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._lock = anyio.Lock()
+        self._closing = False
+        self._failed_start_at: float | None = None
 
     # ---------------------------------------------------------------- lifecycle
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """First connection, supervised in ``tg``; raises :class:`DownstreamUnavailable`."""
+        self._tg = tg
+        await tg.start(self.run)
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect, initialize, report ready, then hold the session until closed or failed.
 
@@ -149,9 +168,8 @@ class Downstream:
         except Exception as exc:
             reason = _describe_exception(exc, self.spec.connect_timeout)
             if not started:
-                raise DownstreamUnavailable(
-                    f"could not start the MCP server {self.spec.describe()!r}: {reason}"
-                ) from exc
+                self.failure = f"could not start the MCP server {self.spec.describe()!r}: {reason}"
+                raise DownstreamUnavailable(self.failure) from exc
             self._fail(f"the connection failed ({reason})")
         finally:
             self._session = None
@@ -159,8 +177,31 @@ class Downstream:
             self.finished.set()
 
     def close(self) -> None:
-        """Ask the supervisor to shut the session (and the child process) down."""
+        """Ask the supervisor to shut the session (and the child process) down, for good."""
+        self._closing = True
         self._stop.set()
+
+    async def _reconnect(self) -> None:
+        """Replace a failed session with a new one (one attempt at a time)."""
+        async with self._lock:
+            if self.failure is None or self._closing or self._tg is None:
+                return  # reconnected meanwhile, shutting down, or never started
+            failed_at = self._failed_start_at
+            if failed_at is not None and anyio.current_time() - failed_at < self.RETRY_AFTER:
+                return
+            await self.finished.wait()  # the old supervisor is done with the shared state
+            previous = self.failure
+            self.failure, self._stop, self.finished = None, anyio.Event(), anyio.Event()
+            try:
+                await self._tg.start(self.run)
+            except DownstreamUnavailable as exc:
+                self._failed_start_at = anyio.current_time()
+                self.failure = f"{previous}; restarting it failed: {exc}"
+                _log.error("%s", self.failure)
+                return
+            self._failed_start_at = None
+            self.restarts += 1
+            _log.warning("reconnected to the MCP server %s (%s)", self.spec.describe(), previous)
 
     def _client_session(self, read: _ReadStream, write: _WriteStream) -> ClientSession:
         hooks = self._hooks
@@ -218,6 +259,8 @@ class Downstream:
         Raises :class:`McpError` when the server answers with a JSON-RPC error, and
         :class:`DownstreamUnavailable` when it is gone or silent for ``timeout`` seconds.
         """
+        if self.failure is not None:
+            await self._reconnect()
         session = self._live_session()
         # Why peek: ClientSession numbers requests synchronously from this counter and does not
         # tell the server when a request is abandoned; knowing the id lets us cancel it there.

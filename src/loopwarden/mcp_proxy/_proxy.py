@@ -343,7 +343,7 @@ async def _start_and_serve(proxy: _Proxy, tg: anyio.abc.TaskGroup, stopper: _Sto
         stopper.scope = startup
         try:
             # Cancelled by a signal, the SDK's process cleanup kills the server it started.
-            await tg.start(proxy.downstream.run)
+            await proxy.downstream.start(tg)
         except DownstreamUnavailable as exc:
             _log.error("%s%s", _PROXY_PREFIX, exc)
             return 1
