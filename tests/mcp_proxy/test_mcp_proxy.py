@@ -546,6 +546,7 @@ def test_invalid_config_file_exits_2_listing_the_problem(tmp_path: Path) -> None
         (["--url", "http://h/mcp", "--header", "nocolon"], "expected 'NAME: VALUE'"),
         (["--set", "warningThreshold", "--", "python", "x.py"], "expected KEY=VALUE"),
         (["--set", "repeatThreshold=3", "--", "python", "x.py"], "repeatThreshold"),
+        (["--events", "/nonexistent-dir/e.jsonl", "--", "python", "x.py"], "folder exists"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_specific_message(argv: list[str], message: str) -> None:

@@ -132,7 +132,6 @@ class Downstream:
         self._stop = anyio.Event()
         self._inflight: set[anyio.CancelScope] = set()
         self.finished = anyio.Event()
-        self.restarts = 0
         self._tg: anyio.abc.TaskGroup | None = None
         self._lock = anyio.Lock()
         self._closing = False
@@ -200,7 +199,6 @@ class Downstream:
                 _log.error("%s", self.failure)
                 return
             self._failed_start_at = None
-            self.restarts += 1
             _log.warning("reconnected to the MCP server %s (%s)", self.spec.describe(), previous)
 
     def _client_session(self, read: _ReadStream, write: _WriteStream) -> ClientSession:
