@@ -31,8 +31,8 @@ def require_module(name: str, extra: str) -> ModuleType:
     except ImportError as exc:
         reason = f"{name} not installed: pip install 'loopwarden[{extra}]' ({exc})"
         if _must_have():
-            pytest.fail(reason)
-        pytest.skip(reason)
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
 
 
 def require_binary(name: str, how: str) -> str:
@@ -41,14 +41,14 @@ def require_binary(name: str, how: str) -> str:
     if path is None:
         reason = f"{name} not found on PATH: {how}"
         if _must_have():
-            pytest.fail(reason)
-        pytest.skip(reason)
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
     return path
 
 
 def shared_path(*parts: str) -> Path:
     """A path inside the read-only shared/ folder (SPEC, conformance vectors, samples, corpus)."""
-    path = SHARED.joinpath(*parts)
+    path = SHARED.joinpath(*parts) if parts else SHARED
     if not path.exists():
         pytest.fail(
             f"shared material missing: {path} (set LOOPWARDEN_SHARED to the shared/ folder)"

@@ -50,12 +50,13 @@ def test_four_identical_results_in_a_row_block_the_fifth_call() -> None:
 
 
 def test_paging_with_new_content_only_warns_until_the_runaway_threshold() -> None:
-    tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(24)))
+    runaway = CFG.consecutive_any_result_threshold
+    tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(runaway - 1)))
     verdict = strongest(extra_verdicts(tail, "scroll", "scroll:down", False, None, CFG))
     assert verdict.level == "warning"
-    tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(25)))
+    tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(runaway)))
     verdict = strongest(extra_verdicts(tail, "scroll", "scroll:down", False, None, CFG))
-    assert (verdict.level, verdict.count) == ("critical", 25)
+    assert (verdict.level, verdict.count) == ("critical", runaway)
 
 
 def test_polling_tools_are_left_to_the_poll_detector() -> None:
@@ -93,9 +94,10 @@ def test_a_repeated_single_call_is_not_a_cycle() -> None:
 
 
 def test_breaker_counts_no_progress_pairs_too() -> None:
-    calls = [rec("a:1", "ra"), rec("b:2", "rb")] * 6
+    pairs = CFG.global_circuit_breaker_threshold // 2  # 2 * pairs + 1 calls >= the breaker
+    calls = [rec("a:1", "ra"), rec("b:2", "rb")] * pairs
     verdict = strongest(extra_verdicts(newest_first(*calls), "a", "a:1", False, None, CFG))
-    assert (verdict.detector, verdict.count) == ("global_circuit_breaker", 13)
+    assert (verdict.detector, verdict.count) == ("global_circuit_breaker", 2 * pairs + 1)
 
 
 def test_error_streak_follows_one_tool_and_one_failure() -> None:
@@ -109,9 +111,11 @@ def test_error_streak_follows_one_tool_and_one_failure() -> None:
 
 
 def test_repeated_error_blocks_whatever_the_arguments() -> None:
-    streak = ErrorStreak("bash", "h", 4)
+    n = CFG.repeated_error_threshold
+    assert extra_verdicts([], "bash", "bash:x", False, ErrorStreak("bash", "h", n - 1), CFG) == []
+    streak = ErrorStreak("bash", "h", n)
     verdict = strongest(extra_verdicts([], "bash", "bash:new-args", False, streak, CFG))
-    assert (verdict.detector, verdict.count) == ("repeated_error", 4)
+    assert (verdict.detector, verdict.count) == ("repeated_error", n)
     assert extra_verdicts([], "read", "read:x", False, streak, CFG) == []
 
 
@@ -125,6 +129,10 @@ def test_failure_signals() -> None:
     assert is_failure({"details": {"status": "failed"}}, None)
     assert not is_failure({"details": {"status": "completed", "exitCode": 0}}, None)
     assert not is_failure(["Error"], None)
+    assert is_failure("/bin/bash: line 62275: javac: command not found", None)
+    assert is_failure("ls: cannot access 'x': No such file or directory", None)
+    assert is_failure("Traceback (most recent call last):\n  File ...", None)
+    assert not is_failure("found 3 matches for 'error' in 2 files", None)
 
 
 def test_extra_detectors_are_off_in_the_openclaw_profile() -> None:

@@ -17,6 +17,7 @@ from loopwarden.config import (
     validate_config,
 )
 from loopwarden.detectors import Verdict, detect
+from loopwarden.errors import LoopStoppedError
 from loopwarden.events import LoopEvent
 from loopwarden.guard import Decision, LoopGuard
 from loopwarden.history import SessionState, ToolCallRecord, record_call, record_outcome
@@ -30,6 +31,7 @@ __all__ = [
     "Decision",
     "LoopEvent",
     "LoopGuard",
+    "LoopStoppedError",
     "MemoryStore",
     "PostCompactionGuard",
     "ResolvedConfig",

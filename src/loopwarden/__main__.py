@@ -1,4 +1,5 @@
-from loopwarden.cli import main
 import sys
+
+from loopwarden.cli import main
 
 sys.exit(main())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,12 +35,12 @@ _DEFAULT_WINDOW = 3
 
 # Profiles are sets of defaults under the user's own keys. "openclaw" is OpenClaw's behaviour,
 # byte for byte. "recommended" turns on loopwarden's extensions with thresholds chosen from the
-# evaluation in docs/evaluation.md (rerun: python bench/evaluate_profiles.py).
+# evaluation in docs/evaluation.md (rerun: python scripts/evaluate_profiles.py).
 RECOMMENDED_PROFILE: dict[str, Any] = {
     "enabled": True,
-    "warningThreshold": 5,
-    "criticalThreshold": 8,
-    "globalCircuitBreakerThreshold": 12,
+    "warningThreshold": 8,
+    "criticalThreshold": 10,
+    "globalCircuitBreakerThreshold": 15,
     "unknownToolThreshold": 3,
     "countBlockedCalls": True,
     "stopAfterBlocks": 2,
@@ -48,8 +48,8 @@ RECOMMENDED_PROFILE: dict[str, Any] = {
     "detectors": {"consecutiveRepeat": True, "cycle": True, "repeatedError": True},
     "consecutiveWarningThreshold": 3,
     "consecutiveCriticalThreshold": 4,
-    "consecutiveAnyResultThreshold": 25,
-    "repeatedErrorThreshold": 4,
+    "consecutiveAnyResultThreshold": 50,
+    "repeatedErrorThreshold": 6,
     "maxCyclePeriod": 4,
 }
 PROFILES: dict[str, dict[str, Any]] = {"openclaw": {}, "recommended": RECOMMENDED_PROFILE}
@@ -244,6 +244,23 @@ def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedCo
         ),
         post_compaction_window=_positive_int(guard.get("windowSize"), _DEFAULT_WINDOW),
         **_resolve_extensions(block),
+    )
+
+
+def with_thresholds(
+    config: ResolvedConfig, warning: int | None, critical: int | None
+) -> ResolvedConfig:
+    """``config`` with its own warning/critical thresholds (a tool policy), clamped as in §1.1."""
+    warning = warning or config.warning_threshold
+    critical = critical or config.critical_threshold
+    if critical <= warning:
+        critical = warning + 1
+    breaker = max(config.global_circuit_breaker_threshold, critical + 1)
+    return replace(
+        config,
+        warning_threshold=warning,
+        critical_threshold=critical,
+        global_circuit_breaker_threshold=breaker,
     )
 
 

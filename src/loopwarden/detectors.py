@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loopwarden._engine import _Run
-from loopwarden.canonical import hash_tool_call
+from loopwarden._engine import signature as signature_of
 from loopwarden.config import ResolvedConfig, resolve_config
 from loopwarden.history import SessionState
 
@@ -134,17 +134,19 @@ def _generic_warning(tool: str, count: int, signature: str) -> Verdict:
     )
 
 
-def _evaluate(run: _Run, tool: str, params: Any, config: ResolvedConfig) -> Verdict:
+def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: ResolvedConfig) -> Verdict:
     """Apply the §5 rule table to one run's incremental state."""
     last = run.last  # U: the trailing streak of the newest segment
     if last.t >= config.unknown_tool_threshold and last.tool == tool:
         return _unknown_tool(tool, last.t, last.unk)
-    signature = hash_tool_call(tool, params)
     sig = run.sigs.get(signature)
     streak, latest = (sig.streak, sig.latest) if sig is not None else (0, None)
     if streak >= config.global_circuit_breaker_threshold:
         return _breaker(tool, streak, signature, latest)
     poll = (tool == "command_status" or tool == "process") and is_known_poll(tool, params)
+    if config.tool_policies and not poll:  # loopwarden extension: tools declared as polling
+        policy = config.policy(tool)
+        poll = policy is not None and policy.poll
     switches = config.detectors
     if poll and switches.known_poll_no_progress:
         if streak >= config.critical_threshold:
@@ -195,4 +197,5 @@ def detect(
     run = state._runs.get(state._key(run_id))
     if run is None:  # no record of this run: every count is 0
         return NOT_STUCK
-    return _evaluate(run, tool, params, config)
+    signature, state._memo = signature_of(state._memo, tool, params)
+    return _evaluate(run, tool, params, signature, config)

@@ -28,11 +28,22 @@ from loopwarden.config import (
     is_full_config,
     load_config,
     resolve_config,
+    with_thresholds,
 )
-from loopwarden.detectors import Verdict, detect
+from loopwarden.detectors import NOT_STUCK, Verdict, detect, is_known_poll
+from loopwarden.errors import LoopStoppedError
 from loopwarden.events import Action, EventType, LoopEvent
-from loopwarden.history import normalize_run_id, record_call, record_outcome
+from loopwarden.history import normalize_run_id, record_call, record_outcome, record_veto
+from loopwarden.patterns import (
+    extra_verdicts,
+    is_failure,
+    next_error_streak,
+    recent_run_records,
+    scan_limit,
+    strongest,
+)
 from loopwarden.store import GuardSession, MemoryStore, RunRecord, SessionStore
+from loopwarden.volatile import VolatileNormalizer
 
 if TYPE_CHECKING:
     from loopwarden.records import RunRecorder
@@ -46,13 +57,20 @@ ConfigSource = Mapping[str, Any] | ResolvedConfig | str | Path | None
 
 @dataclass(frozen=True)
 class Decision:
-    """What the runtime should do with a tool call (SPEC §9)."""
+    """What the runtime should do with a tool call (SPEC §9).
+
+    ``allow`` / ``warn``: run the tool (for ``warn``, append ``message`` to its result so the
+    model sees it). ``block``: do not run it; hand ``blocked_result`` back as its (error) result.
+    ``stop``: do not run it and end the run; ``error`` is the :class:`LoopStoppedError` to raise
+    (a ``CompactionLoopPersistedError`` when a loop survived compaction), and ``blocked_result``
+    is there when the stopping call itself needs a result for the model.
+    """
 
     action: DecisionAction
     message: str | None = None
     verdict: Verdict | None = None
     blocked_result: dict[str, Any] | None = None
-    error: CompactionLoopPersistedError | None = None
+    error: LoopStoppedError | None = None
 
     @property
     def allowed(self) -> bool:
@@ -113,6 +131,11 @@ class LoopGuard:
             store
             if store is not None
             else MemoryStore(session_ttl=session_ttl, max_sessions=max_sessions, clock=clock)
+        )
+        self._normalizer = (
+            VolatileNormalizer.build(self.config.volatile_patterns)
+            if self.config.normalize_volatile
+            else None
         )
         self._subscribers: list[Callable[[LoopEvent], None]] = []
         self._subscribers_lock = threading.Lock()
@@ -242,29 +265,17 @@ class LoopGuard:
         run = normalize_run_id(run_id)
         stop_reason = session.stopped.get(run)
         if stop_reason is not None:
-            return Decision("stop", stop_reason)
-        config = self.config
-        verdict = detect(session.state, tool, params, config, run)
+            error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
+            return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
+        config = self._config_for(tool)
+        verdict = self._verdict(session, tool, params, config, run)
         if verdict.stuck and verdict.level == "critical":
-            message = str(verdict.message)
-            if tool_call_id is not None:
-                session.remember_blocked(tool_call_id)
-            events.append(
-                self._event(
-                    session,
-                    run,
-                    "block",
-                    verdict=verdict,
-                    tool=tool,
-                    args_hash=hash_tool_call(tool, params),
-                )
-            )
-            return Decision("block", message, verdict, blocked_result(message))
+            return self._block(session, tool, params, tool_call_id, run, verdict, config, events)
         if config.records_calls:
             record_call(session.state, tool, params, tool_call_id, config, run)
         if not verdict.stuck:
             return ALLOW
-        if not self._should_emit(session, verdict, run):
+        if not self._should_emit(session, verdict, run, config):
             return Decision("allow", None, verdict)
         signature = hash_tool_call(tool, params)
         events.append(
@@ -272,10 +283,81 @@ class LoopGuard:
         )
         return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
 
-    def _should_emit(self, session: GuardSession, verdict: Verdict, run: str | None) -> bool:
+    def _config_for(self, tool: str) -> ResolvedConfig:
+        """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
+        policy = self.config.policy(tool) if self.config.tool_policies else None
+        if policy is None or policy.warning_threshold is policy.critical_threshold is None:
+            return self.config
+        return with_thresholds(self.config, policy.warning_threshold, policy.critical_threshold)
+
+    def _verdict(
+        self,
+        session: GuardSession,
+        tool: str,
+        params: Any,
+        config: ResolvedConfig,
+        run: str | None,
+    ) -> Verdict:
+        """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones."""
+        if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
+            return NOT_STUCK
+        verdict = detect(session.state, tool, params, config, run)
+        if not (config.detection_enabled and _has_extra_detectors(config)):
+            return verdict
+        tail = recent_run_records(session.state.history, run, scan_limit(config))
+        poll = is_poll_call(tool, params, config)
+        signature = hash_tool_call(tool, params)
+        streak = session.error_streaks.get(run)
+        return strongest([verdict, *extra_verdicts(tail, tool, signature, poll, streak, config)])
+
+    def _block(
+        self,
+        session: GuardSession,
+        tool: str,
+        params: Any,
+        tool_call_id: str | None,
+        run: str | None,
+        verdict: Verdict,
+        config: ResolvedConfig,
+        events: list[LoopEvent],
+    ) -> Decision:
+        """A critical verdict: block the call, or stop the run when the profile says so."""
+        message = str(verdict.message)
+        signature = hash_tool_call(tool, params)
+        if tool_call_id is not None:
+            session.remember_blocked(tool_call_id)
+        if config.count_blocked_calls:
+            record_veto(session.state, tool, params, tool_call_id, config, run)
+        blocks = session.block_counts[run] = session.block_counts.get(run, 0) + 1
+        stops = config.stop_after_blocks > 0 and (
+            blocks >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
+        )
+        if not stops:
+            events.append(
+                self._event(session, run, "block", verdict=verdict, tool=tool, args_hash=signature)
+            )
+            return Decision("block", message, verdict, blocked_result(message))
+        events.append(
+            self._event(session, run, "stop", verdict=verdict, tool=tool, args_hash=signature)
+        )
+        session.stopped[run] = message
+        session.run(run, self.agent_id).stop_reason = message
+        error = LoopStoppedError(
+            message, detector=str(verdict.detector), count=verdict.count, tool_name=tool
+        )
+        return Decision("stop", message, verdict, blocked_result(message), error)
+
+    def _should_emit(
+        self, session: GuardSession, verdict: Verdict, run: str | None, config: ResolvedConfig
+    ) -> bool:
         """§6.3: emit when count // warningThreshold exceeds the last bucket for the key."""
         key = f"{run}:{verdict.warning_key}" if run else str(verdict.warning_key)
-        bucket = verdict.count // self.config.warning_threshold
+        threshold = (
+            config.consecutive_warning_threshold
+            if verdict.detector == "consecutive_repeat"
+            else config.warning_threshold
+        )
+        bucket = verdict.count // threshold
         if bucket <= session.warning_buckets.get(key, 0):
             return False
         session.remember_bucket(key, bucket)
@@ -291,12 +373,19 @@ class LoopGuard:
         error: Any = None,
         run_id: str | None = None,
         tool_call_id: str | None = None,
+        failed: bool | None = None,
     ) -> Decision:
-        """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7)."""
+        """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7).
+
+        ``failed`` says whether the call failed when the runtime knows (a tool message with an
+        error status, an exit code): only the repeated-error detector reads it; when it is None
+        the outcome itself is read for signs of failure.
+        """
 
         def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
             events: list[LoopEvent] = []
-            decision = self._after(state, tool, params, result, error, run_id, tool_call_id, events)
+            outcome = (result, error, failed)
+            decision = self._after(state, tool, params, outcome, run_id, tool_call_id, events)
             return decision, events
 
         return self._decide(session, step, f"after {tool}")
@@ -306,8 +395,7 @@ class LoopGuard:
         session: GuardSession,
         tool: str,
         params: Any,
-        result: Any,
-        error: Any,
+        outcome: tuple[Any, Any, bool | None],
         run_id: str | None,
         tool_call_id: str | None,
         events: list[LoopEvent],
@@ -315,6 +403,12 @@ class LoopGuard:
         if tool_call_id is not None and tool_call_id in session.blocked_ids:
             return ALLOW
         run = normalize_run_id(run_id)
+        config = self.config
+        result, error, failed = outcome
+        if failed is None:
+            failed = config.detectors.repeated_error and is_failure(result, error)
+        if self._normalizer is not None:
+            result, error = self._normalizer.normalize(result), self._normalize_error(error)
         record = record_outcome(
             session.state,
             tool,
@@ -322,10 +416,21 @@ class LoopGuard:
             tool_call_id,
             result,
             UNDEFINED if error is None else error,
-            self.config,
+            config,
             run,
             send_tools=self.send_tools,
         )
+        if config.detectors.repeated_error:
+            streak = next_error_streak(
+                session.error_streaks.get(run),
+                tool,
+                None if record is None else record.result_hash,
+                failed,
+            )
+            if streak is None:
+                session.error_streaks.pop(run, None)
+            else:
+                session.error_streaks[run] = streak
         guard = session.compaction.get(run)
         if record is None or guard is None or run in session.stopped:
             return ALLOW
@@ -341,6 +446,13 @@ class LoopGuard:
         session.stopped[run] = verdict.message
         session.run(run, self.agent_id).stop_reason = verdict.message
         return Decision("stop", verdict.message, None, None, error_obj)
+
+    def _normalize_error(self, error: Any) -> Any:
+        """Volatile normalisation of an error: its text, as the outcome hash would read it."""
+        assert self._normalizer is not None
+        if isinstance(error, BaseException):
+            return self._normalizer.text(str(error) or type(error).__name__)
+        return self._normalizer.normalize(error)
 
     # -- runs and compaction ---------------------------------------------------------------
 
@@ -364,9 +476,7 @@ class LoopGuard:
         run = normalize_run_id(run_id)
 
         def start(state: GuardSession) -> None:
-            state.runs.pop(run, None)
-            state.stopped.pop(run, None)
-            state.compaction.pop(run, None)
+            state.forget_run(run)
             state.run(run, self.agent_id).started_at = time.time()
 
         self._transact(session, start, "starting a run")
@@ -398,3 +508,16 @@ class LoopGuard:
             return []
         record = state.runs.get(normalize_run_id(run_id))
         return list(record.events) if record else []
+
+
+def _has_extra_detectors(config: ResolvedConfig) -> bool:
+    switches = config.detectors
+    return switches.consecutive_repeat or switches.cycle or switches.repeated_error
+
+
+def is_poll_call(tool: str, params: Any, config: ResolvedConfig) -> bool:
+    """A known polling call (§5), or a tool the config declares as polling (``toolPolicies``)."""
+    if is_known_poll(tool, params):
+        return True
+    policy = config.policy(tool) if config.tool_policies else None
+    return policy is not None and policy.poll

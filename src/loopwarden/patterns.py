@@ -128,20 +128,27 @@ def cycle(
 # Repeated error: one tool failing the same way, whatever the arguments.
 
 _NONZERO_RETURNCODE = re.compile(r"^\s*<returncode>\s*-?[1-9]\d*\s*</returncode>")
+# Shell and runtime failure lines, as SWE-agent style observations show them (no exit code).
+_FAILURE_TEXT = re.compile(
+    r"^(?:(?:error|fatal)\b|traceback \(most recent call last\))"
+    r"|: command not found$|: no such file or directory$|: permission denied$",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def is_failure(result: Any, error: Any) -> bool:
     """Whether an outcome is a failure: an error, or a result that says it failed.
 
     Results say so by ``isError``, an exec-style ``details.status`` of failed/error/timeout or a
-    non-zero ``details.exitCode``, a text that starts with ``Error``, or a mini-swe-agent
-    observation with a non-zero ``<returncode>``.
+    non-zero ``details.exitCode``, a mini-swe-agent observation with a non-zero
+    ``<returncode>``, or a text with a line that reads as a failure (starts with ``Error``,
+    ``fatal`` or a traceback, or ends with ``command not found``, ``No such file or directory``,
+    ``Permission denied``).
     """
     if error is not None and error is not UNDEFINED:
         return True
     if isinstance(result, str):
-        stripped = result.lstrip()
-        return stripped.startswith(("Error", "error:")) or bool(_NONZERO_RETURNCODE.match(result))
+        return bool(_NONZERO_RETURNCODE.match(result) or _FAILURE_TEXT.search(result))
     if not isinstance(result, Mapping):
         return False
     if result.get("isError") is True:

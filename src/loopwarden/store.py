@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from loopwarden.compaction import PostCompactionGuard
 from loopwarden.events import LoopEvent
 from loopwarden.history import SessionState, ToolCallRecord
+from loopwarden.patterns import ErrorStreak
 
 MAX_WARNING_KEYS = 256
 MAX_RUN_RECORDS = 64
@@ -67,6 +68,9 @@ class GuardSession:
     # First abort wins for a run: later calls in a stopped run get the same stop reason.
     stopped: dict[RunKey, str] = field(default_factory=dict)
     runs: OrderedDict[RunKey, RunRecord] = field(default_factory=OrderedDict)
+    # Recommended-profile bookkeeping per run: blocks so far, and the repeated-error streak.
+    block_counts: dict[RunKey, int] = field(default_factory=dict)
+    error_streaks: dict[RunKey, ErrorStreak] = field(default_factory=dict)
     # Tool-call ids the guard blocked: their outcome must never be recorded.
     blocked_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
@@ -90,8 +94,19 @@ class GuardSession:
             record = RunRecord(self.key, run_id, agent_id)
             self.runs[run_id] = record
             while len(self.runs) > MAX_RUN_RECORDS:
-                self.runs.popitem(last=False)
+                self.forget_run(next(iter(self.runs)))
         return record
+
+    def forget_run(self, run_id: RunKey) -> None:
+        """Drop everything kept about one run (its record, stop, windows and counters)."""
+        for per_run in (
+            self.runs,
+            self.stopped,
+            self.compaction,
+            self.block_counts,
+            self.error_streaks,
+        ):
+            per_run.pop(run_id, None)
 
 
 class SessionStore(Protocol):
@@ -221,6 +236,10 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
         "stopped": [[run or "", reason] for run, reason in session.stopped.items()],
         "runs": [record.to_dict() for record in session.runs.values()],
         "blocked_ids": list(session.blocked_ids),
+        "block_counts": [[run or "", n] for run, n in session.block_counts.items()],
+        "error_streaks": [
+            [run or "", s.tool, s.result_hash, s.count] for run, s in session.error_streaks.items()
+        ],
     }
 
 
@@ -238,6 +257,11 @@ def restore_session(data: dict[str, Any]) -> GuardSession:
         record = RunRecord(**run, events=events)
         session.runs[record.run_id] = record
     session.blocked_ids = OrderedDict.fromkeys(data["blocked_ids"])
+    session.block_counts = {run or None: int(n) for run, n in data.get("block_counts", [])}
+    session.error_streaks = {
+        run or None: ErrorStreak(tool, result_hash, int(count))
+        for run, tool, result_hash, count in data.get("error_streaks", [])
+    }
     return session
 
 

@@ -1,0 +1,424 @@
+"""Evaluate the loop-detection profiles on real and synthetic agent runs; write docs/evaluation.md.
+
+    python scripts/evaluate_profiles.py [--shared ../shared] [--out docs/evaluation.md]
+
+What it replays (each trajectory through a real LoopGuard, exactly as `loopwarden analyze`):
+- the development corpus in shared/eval (real mini-swe-agent and tau-bench runs, outcome labels);
+- the same real runs with a loop injected: one of their calls repeated 5 to 40 times in a row,
+  its result identical or differing only in bash line numbers, timestamps, durations or pids;
+- synthetic runs for what the corpus lacks: SWE-agent `cd`/`javac` loops, a stuck poll, a
+  rephrased doomed call, an A-B-C cycle (loops); slow but moving polls, paging, re-running tests
+  between edits (healthy).
+
+A run "loops" when it holds 5 or more consecutive identical calls whose results are identical
+after volatile normalisation. It is "caught" when the first block (or stop) falls inside that
+loop; the repetition at block is the number of repeats before the blocked call (the first call
+is the original, so blocking the 5th identical call is repetition 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopwarden import LoopGuard, hash_tool_call, resolve_config
+from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
+from loopwarden.canonical import digest_stable
+from loopwarden.transcripts import read_transcripts
+from loopwarden.transcripts.model import ToolCall, Trajectory
+from loopwarden.volatile import VolatileNormalizer
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = "<!-- end of the generated part; what follows is written by hand -->"
+PROFILES: dict[str, dict[str, Any]] = {
+    "openclaw (defaults, enabled)": {"enabled": True},
+    "recommended": {"profile": "recommended"},
+}
+_NORMALIZER = VolatileNormalizer.build()
+
+
+@dataclass
+class Case:
+    """One trajectory to replay, with what we know about it."""
+
+    trajectory: Trajectory
+    family: str  # corpus, injected, synthetic-loop, synthetic-healthy
+    success: bool | None = None  # resolved / reward 1 (None: unknown)
+    loop_kind: str | None = None  # for synthetic loops that are not consecutive repeats
+
+
+@dataclass
+class ProfileResult:
+    """Everything measured for one profile."""
+
+    name: str
+    looped: int = 0
+    caught: int = 0
+    repetitions: list[int] = field(default_factory=list)
+    other_loops: int = 0
+    other_caught: int = 0
+    healthy_success: int = 0
+    false_blocks_success: int = 0
+    warned_success: int = 0
+    healthy: int = 0
+    false_blocks: int = 0
+    false_block_ids: list[str] = field(default_factory=list)
+    missed_ids: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ground truth
+
+
+def _key(call: ToolCall) -> str:
+    return hash_tool_call(call.tool, call.params)
+
+
+def _outcome_key(call: ToolCall) -> str:
+    value = call.result if call.has_outcome and call.error is None else call.error
+    return digest_stable(_NORMALIZER.normalize(value))
+
+
+def loop_span(trajectory: Trajectory, minimum: int = 5) -> tuple[int, int] | None:
+    """The first run of >= `minimum` consecutive identical calls with identical normalised
+    results, as (start index, end index exclusive), or None."""
+    calls = trajectory.calls
+    i = 0
+    while i < len(calls):
+        j = i + 1
+        while (
+            j < len(calls)
+            and _key(calls[j]) == _key(calls[i])
+            and (_outcome_key(calls[j]) == _outcome_key(calls[i]))
+        ):
+            j += 1
+        if j - i >= minimum:
+            return i, j
+        i = j
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def _meta(path: Path) -> dict[str, dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return {row["trajectory"]: row for row in rows}
+
+
+def corpus_cases(shared: Path) -> list[Case]:
+    """The real runs of shared/eval, with their success labels."""
+    cases = []
+    for data in sorted((shared / "eval").glob("*.jsonl.gz")):
+        if data.name.endswith(".meta.jsonl.gz"):
+            continue
+        meta = _meta(data.with_name(data.name.replace(".jsonl.gz", ".meta.jsonl.gz")))
+        for trajectory in read_transcripts(data, "jsonl"):
+            row = meta.get(trajectory.id, {})
+            success = row.get("resolved") is True or row.get("reward") == 1
+            cases.append(Case(trajectory, "corpus", success))
+    return cases
+
+
+def _vary(result: Any, rng: random.Random, step: int) -> Any:
+    """The same outcome with volatile details changed, as real reruns produce."""
+    if not isinstance(result, str):
+        return result
+    stamp = f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{step % 60:02d}:07Z"
+    return (
+        f"/bin/bash: line {rng.randint(100, 90000)}: {result[:300]}\n"
+        f"[{stamp}] finished in {rng.randint(1, 900)}ms (pid {rng.randint(100, 60000)})"
+    )
+
+
+def injected_cases(corpus: Sequence[Case], rng: random.Random, count: int) -> list[Case]:
+    """Real runs with one call repeated 5-40 times in a row (the loop that real agents fall in)."""
+    pool = [c for c in corpus if len(c.trajectory.calls) >= 3]
+    cases = []
+    for n, base in enumerate(rng.sample(pool, min(count, len(pool)))):
+        calls = base.trajectory.calls
+        at = rng.randrange(len(calls))
+        repeats = rng.randint(5, 40)
+        volatile = n % 2 == 1
+        loop = [
+            ToolCall(
+                calls[at].tool,
+                calls[at].params,
+                result=_vary(calls[at].result, rng, k) if volatile else calls[at].result,
+                error=calls[at].error,
+            )
+            for k in range(repeats)
+        ]
+        if volatile:  # the loop's first call already has the volatile shape
+            loop[0] = ToolCall(loop[0].tool, loop[0].params, result=_vary(loop[0].result, rng, 99))
+        items = [*calls[:at], *loop, *calls[at + 1 :]]
+        kind = "volatile" if volatile else "identical"
+        trajectory = Trajectory(
+            f"injected-{kind}/{base.trajectory.id}", "synthetic", "jsonl", items
+        )
+        cases.append(Case(trajectory, "injected", None))
+    return cases
+
+
+def _call(tool: str, params: Any, result: Any = None, error: str | None = None) -> ToolCall:
+    return ToolCall(tool, params, result=result, error=error)
+
+
+def _bash(command: str, output: str) -> ToolCall:
+    return _call("bash", {"command": command}, output)
+
+
+def _healthy_prefix(rng: random.Random) -> list[ToolCall]:
+    files = ["src/app.py", "README.md", "setup.py", "tests/test_app.py"]
+    return [
+        _call("open", {"path": f}, f"contents of {f} ({rng.randint(10, 400)} lines)") for f in files
+    ]
+
+
+def synthetic_cases(rng: random.Random) -> list[Case]:
+    """Hand-shaped loops and healthy runs the corpus lacks (8 variants each)."""
+    cases: list[Case] = []
+
+    def add(name: str, items: list[ToolCall], family: str, kind: str | None = None) -> None:
+        trajectory = Trajectory(f"synthetic/{name}", "synthetic", "jsonl", list(items))
+        cases.append(
+            Case(trajectory, family, True if family == "synthetic-healthy" else None, kind)
+        )
+
+    for v in range(8):
+        n = rng.randint(15, 50)
+        cd = [
+            _bash(
+                "cd fastjson/",
+                f"/bin/bash: line {rng.randint(60000, 70000)}: cd: fastjson/: "
+                "No such file or directory",
+            )
+            for _ in range(n)
+        ]
+        add(f"cd-loop-{v}", _healthy_prefix(rng) + cd, "synthetic-loop")
+        javac = [
+            _bash(
+                "javac -d out Main.java",
+                f"/bin/bash: line {rng.randint(60000, 70000)}: javac: command not found",
+            )
+            for _ in range(n)
+        ]
+        add(f"javac-loop-{v}", _healthy_prefix(rng) + javac, "synthetic-loop")
+        poll = [
+            _call(
+                "process",
+                {"action": "poll", "sessionId": "build"},
+                {
+                    "content": [{"type": "text", "text": "(no new output)"}],
+                    "details": {"status": "running", "aggregated": "compiling..."},
+                },
+            )
+            for _ in range(40)
+        ]
+        add(f"stuck-poll-{v}", _healthy_prefix(rng) + poll, "synthetic-loop")
+        flags = ["", "-g", "-O", "-cp .", "-d build", "-source 17", "-Xlint", "-nowarn", "-verbose"]
+        doomed = [
+            _bash(
+                f"javac {flags[k % len(flags)]} Main.java".replace("  ", " "),
+                f"/bin/bash: line {rng.randint(100, 900)}: javac: command not found",
+            )
+            for k in range(12)
+        ]
+        add(
+            f"rephrased-doomed-{v}",
+            _healthy_prefix(rng) + doomed,
+            "synthetic-loop",
+            "repeated_error",
+        )
+        cyc = []
+        for _ in range(10):
+            cyc += [
+                _call("read", {"path": "config.yaml"}, "port: 80"),
+                _call(
+                    "edit",
+                    {"path": "config.yaml", "old": "80", "new": "8080"},
+                    "Error: old text not found",
+                ),
+                _call("bash", {"command": "make deploy"}, "deploy failed: port 80 in use"),
+            ]
+        add(f"abc-cycle-{v}", _healthy_prefix(rng) + cyc, "synthetic-loop", "cycle")
+
+        progress = []
+        pct = 0
+        for k in range(45):
+            if k % 3 == 0:
+                pct += 2
+            progress.append(
+                _call(
+                    "process",
+                    {"action": "poll", "sessionId": "train"},
+                    {
+                        "content": [{"type": "text", "text": f"epoch progress {pct}%"}],
+                        "details": {"status": "running", "aggregated": f"progress {pct}%"},
+                    },
+                )
+            )
+        add(f"slow-poll-{v}", _healthy_prefix(rng) + progress, "synthetic-healthy")
+        pages = [
+            _call(
+                "scroll_down",
+                {},
+                f"[File: big.py ({100 * (k + 1)} of 4000 lines)]\n"
+                + "\n".join(f"{100 * k + i}: code line {rng.random():.6f}" for i in range(5)),
+            )
+            for k in range(rng.randint(20, 45))
+        ]
+        add(f"paging-{v}", _healthy_prefix(rng) + pages, "synthetic-healthy")
+        reruns: list[ToolCall] = []
+        failure = "FAILED tests/test_app.py::test_parse - AssertionError: 3 != 4\n1 failed in 0.42s"
+        for k in range(14):
+            reruns.append(_call("edit", {"path": "src/app.py", "attempt": k}, "File updated."))
+            if k in (6, 9):  # some edits move the failure, others change nothing (up to 6 runs)
+                failure = failure.replace(f"{k - 3} != 4", f"{k} != 4").replace("3 != 4", "6 != 4")
+            if k == 12:
+                failure = "1 passed in 0.40s"
+            out = failure.replace("0.42s", f"0.{rng.randint(10, 99)}s")
+            reruns.append(_bash("python -m pytest tests/test_app.py -x -q", out))
+        add(f"test-reruns-{v}", _healthy_prefix(rng) + reruns, "synthetic-healthy")
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurement
+
+
+def _first_block(report: TrajectoryReport) -> int | None:
+    marks = [m.index for m in report.marks if m.action in ("block", "stop")]
+    return min(marks) if marks else None
+
+
+def measure(name: str, config: dict[str, Any], cases: Sequence[Case]) -> ProfileResult:
+    """Replay every case under one profile and score it."""
+    result = ProfileResult(name)
+    resolved = resolve_config(config)
+    with quiet_guard_logs():
+        for case in cases:
+            report = Replayer(LoopGuard(resolved)).replay(case.trajectory)
+            _score(result, case, report)
+    return result
+
+
+def _score(result: ProfileResult, case: Case, report: TrajectoryReport) -> None:
+    span = loop_span(case.trajectory)
+    block = _first_block(report)
+    if span is not None:
+        result.looped += 1
+        if block is not None and span[0] <= block < span[1]:
+            result.caught += 1
+            result.repetitions.append(block - span[0])
+        else:
+            result.missed_ids.append(case.trajectory.id)
+        return
+    if case.loop_kind is not None:
+        result.other_loops += 1
+        result.other_caught += block is not None
+        return
+    result.healthy += 1
+    if block is not None:
+        result.false_blocks += 1
+        result.false_block_ids.append(case.trajectory.id)
+    if case.success:
+        result.healthy_success += 1
+        result.false_blocks_success += block is not None
+        result.warned_success += report.warnings > 0
+
+
+def build_cases(shared: Path, seed: int = 7) -> list[Case]:
+    """Every case of the evaluation, deterministically."""
+    rng = random.Random(seed)
+    corpus = corpus_cases(shared)
+    return corpus + injected_cases(corpus, rng, 200) + synthetic_cases(rng)
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.1f}%)" if d else "0/0"
+
+
+def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
+    """The evaluation page (Markdown)."""
+    families: dict[str, int] = {}
+    for case in cases:
+        families[case.family] = families.get(case.family, 0) + 1
+    calls = sum(len(c.trajectory.calls) for c in cases)
+    lines = [
+        "# Evaluation: the `openclaw` and `recommended` profiles",
+        "",
+        "Generated by `python scripts/evaluate_profiles.py` (deterministic; rerun it after any",
+        "change to a detector or a threshold). Cases: "
+        + ", ".join(f"{n} {family}" for family, n in families.items())
+        + f" — {len(cases)} trajectories, {calls} tool calls.",
+        "",
+        "| profile | loops caught (5+ identical calls, identical or volatile-only results) "
+        "| median repetition at block | other loops caught (cycle, rephrased error) "
+        "| false blocks, healthy successful runs | false blocks, all healthy runs "
+        "| warned, healthy successful runs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        median = f"{statistics.median(r.repetitions):g}" if r.repetitions else "—"
+        lines.append(
+            f"| {r.name} | {_pct(r.caught, r.looped)} | {median} "
+            f"| {_pct(r.other_caught, r.other_loops)} "
+            f"| {_pct(r.false_blocks_success, r.healthy_success)} "
+            f"| {_pct(r.false_blocks, r.healthy)} "
+            f"| {_pct(r.warned_success, r.healthy_success)} |"
+        )
+    lines += [
+        "",
+        "Definitions and method: see the docstring of `scripts/evaluate_profiles.py`.",
+        "",
+    ]
+    for r in results:
+        if r.false_block_ids or r.missed_ids:
+            lines.append(f"**{r.name}**: ")
+            if r.missed_ids:
+                lines.append(f"loops not caught (first 10): {', '.join(r.missed_ids[:10])}.  ")
+            if r.false_block_ids:
+                lines.append(f"healthy runs blocked: {', '.join(r.false_block_ids[:10])}.")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def evaluate(shared: Path) -> tuple[list[ProfileResult], list[Case]]:
+    """Measure every profile on every case."""
+    cases = build_cases(shared)
+    return [measure(name, cfg, cases) for name, cfg in PROFILES.items()], cases
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shared", default=str(ROOT.parent / "shared"), help="the shared/ folder")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "evaluation.md"))
+    args = parser.parse_args(argv)
+    results, cases = evaluate(Path(args.shared))
+    page = render(results, cases)
+    out = Path(args.out)
+    # Keep the hand-written part of the page (below the marker) across regenerations.
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    kept = old[old.index(MARKER) :] if MARKER in old else MARKER + "\n"
+    out.write_text(page + "\n" + kept, encoding="utf-8")
+    print(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The recommended profile meets its goals on the evaluation set, and docs/evaluation.md is the
+page the evaluation script writes today (so the published numbers cannot go stale)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from _support import shared_path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import evaluate_profiles  # noqa: E402
+
+Evaluation = tuple[list[evaluate_profiles.ProfileResult], list[evaluate_profiles.Case]]
+
+
+@pytest.fixture(scope="module")
+def evaluation() -> Evaluation:
+    return evaluate_profiles.evaluate(shared_path())
+
+
+def test_recommended_catches_every_loop_by_the_fourth_repetition(evaluation: Evaluation) -> None:
+    openclaw, recommended = evaluation[0]
+    assert recommended.looped > 200 and recommended.caught == recommended.looped
+    assert statistics.median(recommended.repetitions) <= 4
+    assert recommended.other_caught == recommended.other_loops
+    assert openclaw.caught < recommended.caught
+
+
+def test_recommended_never_blocks_healthy_runs_and_rarely_warns(evaluation: Evaluation) -> None:
+    for result in evaluation[0]:
+        assert result.false_blocks == 0, result.false_block_ids
+    recommended = evaluation[0][1]
+    assert recommended.warned_success / recommended.healthy_success < 0.1
+
+
+def test_published_evaluation_is_current(evaluation: Evaluation) -> None:
+    page = evaluate_profiles.render(*evaluation)
+    published = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    assert published.startswith(page), "rerun: python scripts/evaluate_profiles.py"
