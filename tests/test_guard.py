@@ -413,3 +413,13 @@ def test_a_session_snapshot_restores_to_the_same_verdicts() -> None:
     assert [call(twin, run_id="r").action for _ in range(3)] == [
         call(guard, run_id="r").action for _ in range(3)
     ]
+
+
+def test_a_run_record_keeps_its_first_256_events_and_counts_the_rest() -> None:
+    guard = lw.LoopGuard({"enabled": True, "warningThreshold": 1, "criticalThreshold": 2})
+    for _ in range(300):
+        call(guard, run_id="r")
+    record = guard.end_run("s", "r")
+    assert record is not None
+    assert len(record.events) == 256 and record.dropped_events == 300 - 1 - 256
+    assert record.events[0].action == "warn" and record.events[-1].action == "block"

@@ -4,7 +4,6 @@ processes, with TTL expiry, bounded failure when Redis is gone, and no credentia
 from __future__ import annotations
 
 import gzip
-import inspect
 import json
 import logging
 import random
@@ -635,12 +634,6 @@ def test_bad_urls_and_settings_are_rejected_clearly() -> None:
         _store(f"redis+sentinel://alice:{SECRET}@127.0.0.1:1").update("s", lambda s: None)
 
 
-def _guard_maps_store_errors() -> bool:
-    import loopwarden.guard
-
-    return "StoreUnavailableError" in inspect.getsource(loopwarden.guard)
-
-
 def test_block_policy_raises_a_blocking_store_error() -> None:
     require_module("redis", "redis")
     store = _store(f"redis://alice:{SECRET}@127.0.0.1:{_free_port()}/0", on_store_error="block")
@@ -650,12 +643,6 @@ def test_block_policy_raises_a_blocking_store_error() -> None:
     _assert_no_secret([str(caught.value)])
 
 
-@pytest.mark.xfail(
-    not _guard_maps_store_errors(),
-    reason="LoopGuard._decide does not map StoreUnavailableError(policy='block') yet "
-    "(the guard change is proposed in docs/stores.md)",
-    strict=True,
-)
 def test_block_policy_blocks_the_call_at_the_guard() -> None:
     require_module("redis", "redis")
     store = _store(f"redis://alice:{SECRET}@127.0.0.1:{_free_port()}/0", on_store_error="block")

@@ -43,6 +43,7 @@ from loopwarden.patterns import (
     strongest,
 )
 from loopwarden.store import GuardSession, MemoryStore, RunRecord, SessionStore
+from loopwarden.stores import StoreUnavailableError
 from loopwarden.volatile import VolatileNormalizer
 
 if TYPE_CHECKING:
@@ -87,6 +88,14 @@ def blocked_result(message: str) -> dict[str, Any]:
         "content": [{"type": "text", "text": message}],
         "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": message},
     }
+
+
+_UNAVAILABLE_TEXT = (
+    "Tool call refused: loop-detection state is unavailable (on_store_error='block'). Retry later."
+)
+STORE_UNAVAILABLE = Decision(
+    "block", _UNAVAILABLE_TEXT, None, blocked_result(_UNAVAILABLE_TEXT), None
+)
 
 
 def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfig:
@@ -200,7 +209,7 @@ class LoopGuard:
             args_hash=args_hash,
             timestamp=time.time(),
         )
-        session.run(run, self.agent_id).events.append(event)
+        session.run(run, self.agent_id).add(event)
         log = logger.warning if action == "warn" else logger.error
         log(
             "loop %s: %s (%s, count %d) session=%s run=%s",
@@ -219,6 +228,9 @@ class LoopGuard:
         """One atomic update of a session; a failure is logged and never reaches the caller."""
         try:
             return self.store.update(session, fn)
+        except StoreUnavailableError as exc:
+            logger.error("loop state unavailable (%s): %s", what, exc.message)
+            return None
         except Exception:
             logger.exception("loop accounting failed (%s); the tool call proceeds", what)
             return None
@@ -228,11 +240,19 @@ class LoopGuard:
         session: str,
         step: Callable[[GuardSession], tuple[Decision, list[LoopEvent]]],
         what: str,
+        *,
+        may_block: bool = False,
     ) -> Decision:
-        outcome = self._transact(session, step, what)
-        if outcome is None:
+        try:
+            decision, events = self.store.update(session, step)
+        except StoreUnavailableError as exc:
+            logger.error("loop state unavailable (%s): %s", what, exc.message)
+            if may_block and exc.policy == "block":
+                return STORE_UNAVAILABLE
             return ALLOW
-        decision, events = outcome
+        except Exception:
+            logger.exception("loop accounting failed (%s); the tool call proceeds", what)
+            return ALLOW
         self._deliver(events)  # outside the session update: subscribers may call the guard
         return decision
 
@@ -251,7 +271,7 @@ class LoopGuard:
             events: list[LoopEvent] = []
             return self._before(state, tool, params, run_id, tool_call_id, events), events
 
-        return self._decide(session, step, f"before {tool}")
+        return self._decide(session, step, f"before {tool}", may_block=True)
 
     def _before(
         self,

@@ -24,6 +24,7 @@ from loopwarden.patterns import ErrorStreak
 MAX_WARNING_KEYS = 256
 MAX_RUN_RECORDS = 64
 MAX_BLOCKED_IDS = 256
+MAX_RUN_EVENTS = 256
 
 RunKey = str | None
 _T = TypeVar("_T")
@@ -41,6 +42,15 @@ class RunRecord:
     outcome: str | None = None
     stop_reason: str | None = None
     events: list[LoopEvent] = field(default_factory=list)
+    # A run blocked thousands of times keeps its first events and counts the rest.
+    dropped_events: int = 0
+
+    def add(self, event: LoopEvent) -> None:
+        """Append an event, keeping at most 256 per run (later ones are only counted)."""
+        if len(self.events) < MAX_RUN_EVENTS:
+            self.events.append(event)
+        else:
+            self.dropped_events += 1
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the record."""
@@ -53,6 +63,7 @@ class RunRecord:
             "outcome": self.outcome,
             "stop_reason": self.stop_reason,
             "events": [e.to_dict() for e in self.events],
+            "dropped_events": self.dropped_events,
         }
 
 

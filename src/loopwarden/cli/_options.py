@@ -14,6 +14,7 @@ from loopwarden.config import (
     load_config,
     resolve_config,
     validate_config,
+    with_profile_defaults,
 )
 
 
@@ -95,7 +96,7 @@ def config_from_args(
     Raises :class:`ConfigError` with a clear message for a bad file, agent or ``--set``.
     """
     block, notices = config_block_from_args(args)
-    if "enabled" not in block and default_enabled is not None:
+    if "enabled" not in with_profile_defaults(block) and default_enabled is not None:
         block["enabled"] = default_enabled
         value = str(default_enabled).lower()
         if args.config or args.overrides:
