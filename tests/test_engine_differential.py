@@ -141,6 +141,21 @@ class EngineMachine(RuleBasedStateMachine):
         call_id = target.tool_call_id if by_id else None
         self._outcome(tool, params, call_id, target.run_id, outcome)
 
+    @rule(
+        pending=calls,
+        others=st.lists(calls, min_size=1, max_size=4),
+        error=st.sampled_from(["Unknown tool: weather", "Tool weather not found", "boom"]),
+        run=runs,
+    )
+    def unknown_tools(
+        self, pending: tuple[str, Any], others: list[tuple[str, Any]], error: str, run: Any
+    ) -> None:
+        """Different tools failing with one unknown name, then an older pending call too."""
+        self._call(*pending, None, run)
+        for tool, params in others:
+            self._outcome(tool, params, None, run, {"error": error})
+        self._outcome(*pending, None, run, {"error": error})
+
     @rule(call=calls, call_id=call_ids, run=runs)
     def veto(self, call: tuple[str, Any], call_id: str | None, run: Any) -> None:
         """A blocked call recorded as a veto record (countBlockedCalls)."""

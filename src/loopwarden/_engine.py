@@ -33,7 +33,10 @@ Thread safety is the caller's job (``LoopGuard`` holds a per-session lock).
 
 from __future__ import annotations
 
+from operator import is_
 from typing import TYPE_CHECKING, Any
+
+from loopwarden.canonical import hash_tool_call
 
 if TYPE_CHECKING:
     from loopwarden.history import ToolCallRecord
@@ -315,18 +318,38 @@ class _Run:
         return seg
 
     def complete(self, seg: _Segment, result_hash: str, unk: str | None) -> None:
-        """The pending record of ``seg`` got its outcome (already written on the record)."""
+        """The pending record of ``seg`` got its outcome (already written on the record).
+
+        One flat function on purpose: it runs for nearly every tool call, and each helper call
+        costs as much as the work it would do.
+        """
         record = seg.pending
         sig = seg.sig
         assert record is not None and sig is not None
-        if seg.kseq > sig.last_done:  # the signature's newest result: N grows or restarts
-            sig.add_done(seg.kseq, result_hash)
+        # N: the signature's newest result grows or restarts the streak; an older one may cut it.
+        if seg.kseq > sig.last_done:
+            if sig.streak and result_hash == sig.latest:
+                sig.streak += 1
+            else:
+                sig.streak, sig.latest = 1, result_hash
+            sig.last_done = seg.kseq
+            sig.done += 1
         else:
             sig.complete_inside(seg, result_hash)
-        sig.unchain(seg)
+        # Unchain from the signature's pending records, and from the tool-call id index.
+        before, after = seg.k_prev, seg.k_next
+        if before is None:
+            sig.p_old = after
+        else:
+            before.k_next = after
+        if after is None:
+            sig.p_new = before
+        else:
+            after.k_prev = before
         if record.tool_call_id is not None:
             self._unindex_id(seg, record.tool_call_id)
-        if self.tail >= 2 and seg.rseq > self.top - self.tail:  # inside the ping-pong tail
+        # P: a record inside the ping-pong tail moves from pending to its hash on its side.
+        if self.tail >= 2 and seg.rseq > self.top - self.tail:
             side = self.side_a if record.args_hash == self.a else self.side_b
             left = side[None] - 1
             if left:
@@ -334,31 +357,28 @@ class _Run:
             else:
                 del side[None]
             side[result_hash] = side.get(result_hash, 0) + 1
-        self._merge(seg, record.tool_name, unk)
-
-    def _merge(self, seg: _Segment, tool: str, unk: str | None) -> None:
-        """Fold a completed segment into the previous one, combining the trailing streaks."""
-        before = seg.prev
-        assert before is not None
+        # U: fold the segment into the previous one, combining the trailing streaks.
+        prev = seg.prev
+        assert prev is not None
+        tool = record.tool_name
         if seg.n == 0 or (seg.t == seg.n and seg.unk == unk and seg.tool == tool):
             # The completed record joins the segment's own streak (all of it, or empty).
             if unk is None:
-                t = 0
+                prev.t = 0
             else:
                 t = seg.n + 1
-                if before.t and before.unk == unk and before.tool == tool:
-                    t += before.t
-            before.t, before.tool, before.unk = t, tool, unk
+                if prev.t and prev.unk == unk and prev.tool == tool:
+                    t += prev.t
+                prev.t, prev.tool, prev.unk = t, tool, unk
         else:
-            before.t, before.tool, before.unk = seg.t, seg.tool, seg.unk
-        before.n += seg.n + 1
-        before.next = seg.next
-        if seg.next is None:
-            self.last = before
+            prev.t, prev.tool, prev.unk = seg.t, seg.tool, seg.unk
+        prev.n += seg.n + 1
+        nxt = seg.next
+        prev.next = nxt
+        if nxt is None:
+            self.last = prev
         else:
-            seg.next.prev = before
-        seg.prev = seg.next = None
-        seg.pending = seg.sig = None
+            nxt.prev = prev
 
     # -- eviction ----------------------------------------------------------------------------
 
@@ -414,3 +434,35 @@ def signature_key(tool: str, signature: str) -> SigKey:
     if len(signature) == width + 65 and signature.startswith(tool) and signature[width] == ":":
         return signature
     return (tool, signature)
+
+
+# Immutable types: the same object always has the same canonical text (SPEC §2).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+Memo = tuple[str, tuple[Any, ...], tuple[Any, ...], str]
+
+
+def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | None]:
+    """``hash_tool_call(tool, params)``, reusing the previous answer when it must be the same.
+
+    detect, record_call and record_outcome of one call hash the same params three times. When
+    params is a plain dict whose keys and values are the very objects remembered from the last
+    hash, and those were all immutable scalars, its canonical text (hence its signature) cannot
+    have changed. Identity, not equality: no ``__eq__`` runs, ``1`` never stands in for ``True``,
+    and a dict changed in place since gets new value objects. Anything else (nesting, subclasses,
+    ``update_plan``'s normaliser) is hashed afresh. Returns the signature and the memo to keep.
+    """
+    if type(params) is not dict or tool == "update_plan":
+        return hash_tool_call(tool, params), memo
+    if (
+        memo is not None
+        and memo[0] == tool
+        and len(params) == len(memo[1])
+        and all(map(is_, params, memo[1]))
+        and all(map(is_, params.values(), memo[2]))
+    ):
+        return memo[3], memo
+    result = hash_tool_call(tool, params)
+    keys, values = tuple(params), tuple(params.values())
+    if _SCALARS.issuperset(map(type, keys)) and _SCALARS.issuperset(map(type, values)):
+        return result, (tool, keys, values, result)
+    return result, memo

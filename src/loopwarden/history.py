@@ -14,8 +14,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loopwarden._engine import RunKey, _Run, signature_key
-from loopwarden.canonical import UNDEFINED, hash_tool_call, js_trim
+from loopwarden._engine import Memo, RunKey, _Run, signature_key
+from loopwarden._engine import signature as signature_of
+from loopwarden.canonical import UNDEFINED, js_trim
 from loopwarden.config import ResolvedConfig, resolve_config
 from loopwarden.outcome import hash_tool_outcome
 
@@ -47,7 +48,7 @@ class SessionState:
     restores a session). Recording and detection never copy it.
     """
 
-    __slots__ = ("_raw_run", "_records", "_run_key", "_runs")
+    __slots__ = ("_memo", "_raw_run", "_records", "_run_key", "_runs")
 
     def __init__(self, history: Iterable[ToolCallRecord] = ()) -> None:
         self._records: deque[ToolCallRecord] = deque()
@@ -56,6 +57,7 @@ class SessionState:
         # of one call get the same run id object, and a str's normalisation never changes.
         self._raw_run: object = None
         self._run_key: RunKey = None
+        self._memo: Memo | None = None  # the last signature computed (see _engine.signature)
         self._load(history)
 
     @property
@@ -171,7 +173,7 @@ def record_call(
     """Append a call with no result yet, then trim to ``historySize`` (SPEC §4)."""
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
-    signature = hash_tool_call(tool, params)
+    signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._key(run_id)
     record = ToolCallRecord(tool, signature, tool_call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
@@ -203,7 +205,7 @@ def record_outcome(
     result_hash, unknown = hash_tool_outcome(tool, params, result, error, send_tools=send_tools)
     if result_hash is None:
         return None
-    signature = hash_tool_call(tool, params)
+    signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._key(run_id)
     run = state._runs.get(run_key)
     seg = None if run is None else run.match(signature, tool_call_id)
@@ -246,7 +248,7 @@ def record_veto(
     no later outcome attaches to it. Appended and trimmed like any record (SPEC §4).
     """
     history_size = resolve_config(config).history_size
-    signature = hash_tool_call(tool, params)
+    signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._key(run_id)
     run = state._runs.get(run_key) or state._run(run_key)
     sig = run.sigs.get(signature)
