@@ -21,7 +21,7 @@ def _scenarios() -> list[dict[str, Any]]:
 SCENARIOS = _scenarios()
 
 
-def _verdict_dict(verdict: lw.Verdict) -> dict[str, Any]:
+def verdict_dict(verdict: lw.Verdict) -> dict[str, Any]:
     if not verdict.stuck:
         return {"stuck": False}
     return {
@@ -43,9 +43,7 @@ def replay(scenario: dict[str, Any]) -> tuple[list[Any], int]:
     for step in scenario["steps"]:
         op, tool, params = step["op"], step["tool"], step["params"]
         if op == "detect":
-            outputs.append(
-                _verdict_dict(lw.detect(state, tool, params, config, run_id=step["run"]))
-            )
+            outputs.append(verdict_dict(lw.detect(state, tool, params, config, run_id=step["run"])))
         elif op == "call":
             lw.record_call(
                 state, tool, params, tool_call_id=step["id"], config=config, run_id=step["run"]

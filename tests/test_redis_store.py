@@ -21,6 +21,7 @@ import pytest
 import loopwarden as lw
 from loopwarden.store import GuardSession, session_state_from_records
 from loopwarden.stores import StoreUnavailableError
+from test_conformance import verdict_dict
 
 from _support import require_binary, require_module, shared_path
 
@@ -198,18 +199,7 @@ def _step(step: dict[str, Any], config: Any) -> Callable[[GuardSession], Any]:
     op, tool, params, run = step["op"], step["tool"], step["params"], step.get("run")
 
     def detect(session: GuardSession) -> Any:
-        verdict = lw.detect(session.state, tool, params, config, run_id=run)
-        if not verdict.stuck:
-            return {"stuck": False}
-        return {
-            "stuck": True,
-            "level": verdict.level,
-            "detector": verdict.detector,
-            "count": verdict.count,
-            "message": verdict.message,
-            "pairedToolName": verdict.paired_tool_name,
-            "warningKey": verdict.warning_key,
-        }
+        return verdict_dict(lw.detect(session.state, tool, params, config, run_id=run))
 
     def call(session: GuardSession) -> Any:
         lw.record_call(session.state, tool, params, step["id"], config, run)
