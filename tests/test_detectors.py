@@ -67,7 +67,7 @@ def test_detection_runs_only_when_enabled_is_exactly_true(enabled: object) -> No
 
 def test_calls_are_recorded_when_enabled_is_absent() -> None:
     state = repeat(EXEC, 4, {k: v for k, v in SMALL.items() if k != "enabled"}, result="x")
-    assert len(state) == 4
+    assert len(state.history) == 4
     assert lw.detect(state, *EXEC, config()).stuck  # switching it on later sees them
 
 

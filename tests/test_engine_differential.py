@@ -236,7 +236,7 @@ class EngineMachine(RuleBasedStateMachine):
     @invariant()
     def same_history(self) -> None:
         assert self.fast.history == self.plain.history
-        assert len(self.fast) == len(self.plain.history)
+        assert len(self.fast.history) == len(self.plain.history)
 
     @invariant()
     def same_measurements(self) -> None:

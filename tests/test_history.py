@@ -60,7 +60,7 @@ def test_padded_run_id_attaches_outcome_to_the_same_run() -> None:
     call(state, READ, run_id="r1")
     record = outcome(state, READ, run_id="  r1  ", result="text")
     assert record == state.history[0]
-    assert len(state) == 1 and state.history[0].result_hash is not None
+    assert len(state.history) == 1 and state.history[0].result_hash is not None
 
 
 def test_outcome_of_another_run_does_not_attach() -> None:
@@ -113,7 +113,7 @@ def test_attaching_an_outcome_never_trims() -> None:
     for _ in range(5):
         call(state, READ)
     outcome(state, READ, result="x", config={"historySize": 2})
-    assert len(state) == 5
+    assert len(state.history) == 5
 
 
 # -- outcome attachment -------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_outcome_with_an_unknown_tool_call_id_appends_a_complete_record() -> Non
     state = lw.SessionState()
     call(state, READ, tool_call_id="c1")
     record = outcome(state, READ, tool_call_id="zz", result="text")
-    assert len(state) == 2 and record is not None
+    assert len(state.history) == 2 and record is not None
     assert state.history[0].result_hash is None
     assert (record.tool_call_id, record.result_hash is not None) == ("zz", True)
 
@@ -152,7 +152,7 @@ def test_outcome_without_a_tool_call_id_may_fill_a_record_that_has_one() -> None
     state = lw.SessionState()
     call(state, READ, tool_call_id="c1")
     outcome(state, READ, result="text")
-    assert len(state) == 1 and state.history[0].result_hash is not None
+    assert len(state.history) == 1 and state.history[0].result_hash is not None
 
 
 def test_outcome_never_refills_a_complete_record() -> None:
@@ -160,7 +160,7 @@ def test_outcome_never_refills_a_complete_record() -> None:
     call(state, READ)
     first = outcome(state, READ, result="one")
     second = outcome(state, READ, result="two")
-    assert len(state) == 2 and first is not None and second is not None
+    assert len(state.history) == 2 and first is not None and second is not None
     assert first.result_hash != second.result_hash
 
 
@@ -168,7 +168,7 @@ def test_outcome_of_another_signature_does_not_attach() -> None:
     state = lw.SessionState()
     call(state, ("read", {"path": "a.py"}))
     outcome(state, ("read", {"path": "b.py"}), result="text")
-    assert len(state) == 2 and state.history[0].result_hash is None
+    assert len(state.history) == 2 and state.history[0].result_hash is None
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_outcome_without_a_hash_stores_nothing(kwargs: dict[str, Any]) -> None:
     state = lw.SessionState()
     call(state, READ)
     assert outcome(state, READ, **kwargs) is None
-    assert len(state) == 1 and state.history[0].result_hash is None
+    assert len(state.history) == 1 and state.history[0].result_hash is None
 
 
 def test_error_outcome_stores_the_unknown_tool_name() -> None:
@@ -257,14 +257,14 @@ def test_a_failed_history_assignment_leaves_the_state_unchanged() -> None:
     call(state, READ)
     with pytest.raises(TypeError, match=r"history\[0\]\.run_id: expected a string or None"):
         state.history = [lw.ToolCallRecord("read", "read:x", run_id=7)]  # type: ignore[arg-type]
-    assert len(state) == 1
+    assert len(state.history) == 1
 
 
 def test_an_unhashable_tool_call_id_is_refused_without_changing_the_state() -> None:
     state = lw.SessionState()
     with pytest.raises(TypeError, match="tool_call_id must be a string or None, got list"):
         lw.record_call(state, *READ, tool_call_id=["c1"])  # type: ignore[arg-type]
-    assert len(state) == 0
+    assert len(state.history) == 0
     call(state, READ, tool_call_id="c1")  # the session still works
     assert outcome(state, READ, tool_call_id="c1", result="x") == state.history[0]
 
@@ -296,7 +296,7 @@ def test_a_veto_record_of_a_call_without_results_is_complete() -> None:
     veto = record_veto(state, *EXEC, "c1", CFG)
     assert veto.result_hash == VETO_HASH
     outcome(state, EXEC, tool_call_id="c1", result="late")  # never attaches to the veto
-    assert len(state) == 2 and state.history[0].result_hash == VETO_HASH
+    assert len(state.history) == 2 and state.history[0].result_hash == VETO_HASH
 
 
 # -- signatures: each call is hashed as it is now -----------------------------------------------
@@ -354,3 +354,12 @@ def test_a_value_whose_equality_misbehaves_is_never_compared() -> None:
     lw.record_call(state, "t", {"v": "weird"})
     lw.record_call(state, "t", {"v": Weird()})
     assert state.history[1].args_hash == lw.hash_tool_call("t", {"v": Weird()})
+
+
+def test_newest_first_walks_the_records_without_copying() -> None:
+    state = lw.SessionState()
+    call(state, READ)
+    call(state, EXEC)
+    walk = state.newest_first()
+    assert next(walk).tool_name == "exec"
+    assert [r.tool_name for r in walk] == ["read"]

@@ -33,7 +33,6 @@ Thread safety is the caller's job (``LoopGuard`` holds a per-session lock).
 
 from __future__ import annotations
 
-from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from loopwarden.canonical import hash_tool_call
@@ -207,14 +206,23 @@ class _Run:
     # -- append ------------------------------------------------------------------------------
 
     def add_pending(self, record: ToolCallRecord, key: SigKey) -> None:
-        """Append a record that has no result yet."""
+        """Append a record that has no result yet (flat: it runs for nearly every call)."""
         sig = self.sigs.get(key)
         if sig is None:
             sig = _Sig(key, record.tool_name)
         seg = _Segment(self.last, record, sig, sig.total, self.top + 1)
         tool_call_id = record.tool_call_id
-        if tool_call_id is not None:
-            self._index_id(seg, tool_call_id)  # first: it refuses a bad id before any change
+        if tool_call_id is not None:  # index by id first: it refuses a bad id before any change
+            try:
+                same_id = self.by_id.get(tool_call_id)
+            except TypeError:
+                raise TypeError(
+                    f"tool_call_id must be a string or None, got {type(tool_call_id).__name__}"
+                ) from None
+            if same_id is not None:
+                same_id.i_next = seg
+                seg.i_prev = same_id
+            self.by_id[tool_call_id] = seg
         self.top += 1
         self.sigs[key] = sig
         sig.total += 1
@@ -230,7 +238,24 @@ class _Run:
         else:
             newest.k_next = seg
         sig.p_new = seg
-        self._push_tail(record, None)
+        # Ping-pong tail, as _push_tail does (inlined here).
+        signature = record.args_hash
+        tail = self.tail
+        if tail and signature == self.a:
+            self.tail = 1
+        elif tail >= 2 and signature == self.b:
+            self.tail = tail + 1
+            self.a, self.b = signature, self.a
+            self.side_a, self.side_b = self.side_b, self.side_a
+            self.side_a[None] = self.side_a.get(None, 0) + 1
+        elif tail:
+            self.tail = 2
+            self.a, self.b = signature, self.a
+            self.side_a = {None: 1}
+            self.side_b = {self.newest.result_hash if self.newest else None: 1}
+        else:
+            self.tail, self.a = 1, signature
+        self.newest = record
 
     def add_done(self, record: ToolCallRecord, key: SigKey, result_hash: str) -> None:
         """Append a record that already has its result (an outcome with no pending match)."""
@@ -272,18 +297,6 @@ class _Run:
         else:
             self.tail, self.a = 1, signature
         self.newest = record
-
-    def _index_id(self, seg: _Segment, tool_call_id: Any) -> None:
-        try:
-            newest = self.by_id.get(tool_call_id)
-        except TypeError:
-            raise TypeError(
-                f"tool_call_id must be a string or None, got {type(tool_call_id).__name__}"
-            ) from None
-        if newest is not None:
-            newest.i_next = seg
-            seg.i_prev = newest
-        self.by_id[tool_call_id] = seg
 
     def _unindex_id(self, seg: _Segment, tool_call_id: Any) -> None:
         before, after = seg.i_prev, seg.i_next
@@ -438,7 +451,7 @@ def signature_key(tool: str, signature: str) -> SigKey:
 
 # Immutable types: the same object always has the same canonical text (SPEC §2).
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-Memo = tuple[str, tuple[Any, ...], tuple[Any, ...], str]
+Memo = tuple[str, str, int, tuple[tuple[Any, Any], ...]]  # signature, tool, size, items
 
 
 def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | None]:
@@ -448,21 +461,21 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
     params is a plain dict whose keys and values are the very objects remembered from the last
     hash, and those were all immutable scalars, its canonical text (hence its signature) cannot
     have changed. Identity, not equality: no ``__eq__`` runs, ``1`` never stands in for ``True``,
-    and a dict changed in place since gets new value objects. Anything else (nesting, subclasses,
+    and a dict changed in place since holds other objects. Anything else (nesting, subclasses,
     ``update_plan``'s normaliser) is hashed afresh. Returns the signature and the memo to keep.
     """
     if type(params) is not dict or tool == "update_plan":
         return hash_tool_call(tool, params), memo
-    if (
-        memo is not None
-        and memo[0] == tool
-        and len(params) == len(memo[1])
-        and all(map(is_, params, memo[1]))
-        and all(map(is_, params.values(), memo[2]))
-    ):
-        return memo[3], memo
+    items = params.items()
+    if memo is not None and memo[1] == tool and len(items) == memo[2]:
+        for (key, value), (old_key, old_value) in zip(items, memo[3], strict=True):
+            if key is not old_key or value is not old_value:
+                break
+        else:
+            return memo[0], memo
     result = hash_tool_call(tool, params)
-    keys, values = tuple(params), tuple(params.values())
-    if _SCALARS.issuperset(map(type, keys)) and _SCALARS.issuperset(map(type, values)):
-        return result, (tool, keys, values, result)
-    return result, memo
+    snapshot = tuple(items)
+    for key, value in snapshot:
+        if type(key) not in _SCALARS or type(value) not in _SCALARS:
+            return result, memo
+    return result, (result, tool, len(snapshot), snapshot)

@@ -140,13 +140,14 @@ def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: Resolve
     if last.t >= config.unknown_tool_threshold and last.tool == tool:
         return _unknown_tool(tool, last.t, last.unk)
     sig = run.sigs.get(signature)
-    streak, latest = (sig.streak, sig.latest) if sig is not None else (0, None)
+    if sig is None:  # a signature the run has not seen: only a ping-pong could hold
+        if run.tail >= 2 and signature == run.b and config.detectors.ping_pong:
+            return _ping_pong_verdict(run, config) or NOT_STUCK
+        return NOT_STUCK
+    streak, latest = sig.streak, sig.latest
     if streak >= config.global_circuit_breaker_threshold:
         return _breaker(tool, streak, signature, latest)
     poll = (tool == "command_status" or tool == "process") and is_known_poll(tool, params)
-    if config.tool_policies and not poll:  # loopwarden extension: tools declared as polling
-        policy = config.policy(tool)
-        poll = policy is not None and policy.poll
     switches = config.detectors
     if poll and switches.known_poll_no_progress:
         if streak >= config.critical_threshold:
@@ -160,9 +161,8 @@ def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: Resolve
     if not poll and switches.generic_repeat:
         if streak >= config.critical_threshold:
             return _generic_critical(tool, streak, signature, latest)
-        repeats = sig.count if sig is not None else 0
-        if repeats >= config.warning_threshold:
-            return _generic_warning(tool, repeats, signature)
+        if sig.count >= config.warning_threshold:
+            return _generic_warning(tool, sig.count, signature)
     return NOT_STUCK
 
 
@@ -194,7 +194,8 @@ def detect(
         config = resolve_config(config)
     if config.enabled is not True:  # detection_enabled (§1.3), without the property call
         return NOT_STUCK
-    run = state._runs.get(state._key(run_id))
+    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
+    run = state._runs.get(run_key)
     if run is None:  # no record of this run: every count is 0
         return NOT_STUCK
     signature, state._memo = signature_of(state._memo, tool, params)

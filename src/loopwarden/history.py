@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +70,12 @@ class SessionState:
         fresh = SessionState(records)  # all or nothing: a bad record leaves this state as it was
         self._records, self._runs = fresh._records, fresh._runs
 
-    def __len__(self) -> int:
-        return len(self._records)
+    def newest_first(self) -> Iterator[ToolCallRecord]:
+        """The records newest first, without copying (stop early to stay O(what you read)).
+
+        Do not record anything while iterating: the session's deque refuses changes mid-walk.
+        """
+        return reversed(self._records)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SessionState):
@@ -118,9 +122,10 @@ class SessionState:
         while len(records) > history_size:
             record = records.popleft()
             run = runs[record.run_id]
-            run.evict(record)
-            if not run.n:
+            if run.n == 1:  # its last record: the run's state goes with it
                 del runs[record.run_id]
+            else:
+                run.evict(record)
 
 
 def _check_record(record: object, position: int) -> None:
@@ -174,7 +179,7 @@ def record_call(
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
     signature, state._memo = signature_of(state._memo, tool, params)
-    run_key = state._key(run_id)
+    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     record = ToolCallRecord(tool, signature, tool_call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
     run.add_pending(record, signature)
@@ -206,7 +211,7 @@ def record_outcome(
     if result_hash is None:
         return None
     signature, state._memo = signature_of(state._memo, tool, params)
-    run_key = state._key(run_id)
+    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     run = state._runs.get(run_key)
     seg = None if run is None else run.match(signature, tool_call_id)
     if seg is not None:
@@ -249,7 +254,7 @@ def record_veto(
     """
     history_size = resolve_config(config).history_size
     signature, state._memo = signature_of(state._memo, tool, params)
-    run_key = state._key(run_id)
+    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     run = state._runs.get(run_key) or state._run(run_key)
     sig = run.sigs.get(signature)
     result_hash = VETO_HASH if sig is None or sig.latest is None else sig.latest
