@@ -26,6 +26,7 @@ import contextlib
 import functools
 import gc
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -103,7 +104,7 @@ def corpus_runs(shared: Path, rng: random.Random) -> list[Run]:
             "timedOut": label == "timeout",
         }
         result = {"content": [{"type": "text", "text": output}], "details": details}
-        step = ("exec", {"command": row["args"]["command"]}, result, UNDEFINED)
+        step: Step = ("exec", {"command": row["args"]["command"]}, result, UNDEFINED)
         runs.setdefault(row["trajectory"], []).append(step)
     for row in _rows(shared / "eval" / "taubench_airline_gpt4o.jsonl.gz"):
         if row["error"]:
@@ -199,7 +200,12 @@ def build_workload(shared: Path, calls: int, seed: int = 7) -> list[Call]:
         for step in steps:
             out.append(Call(*step, run_id=name, call_id=f"call_{len(out)}"))
             if len(out) % 50 == 0:  # the gateway's heartbeat run shares the session
-                beat = ("session_status", {}, {"content": [{"type": "text", "text": "ok"}]}, None)
+                beat: Step = (
+                    "session_status",
+                    {},
+                    {"content": [{"type": "text", "text": "ok"}]},
+                    None,
+                )
                 out.append(Call(*beat, run_id=f"heartbeat/{run_number}", call_id=f"hb_{len(out)}"))
     return out[:calls]
 
@@ -229,6 +235,35 @@ def replay(engine: Engine, workload: list[Call], config: ResolvedConfig) -> Any:
         call_fn(state, c.tool, c.params, c.call_id, config, c.run_id)
         outcome_fn(state, c.tool, c.params, c.call_id, c.result, c.error, config, c.run_id)
     return state
+
+
+def _raw(call: Call) -> Any:
+    """The call's result (or error) as plain JSON data, for the calibration baselines."""
+    value = call.error if call.result is UNDEFINED else call.result
+    return None if value is UNDEFINED else value
+
+
+def baseline_stdlib(workload: list[Call]) -> None:
+    """The issue's yardstick: json.dumps(sort_keys=True) + sha256 of params and of result."""
+    for c in workload:
+        hashlib.sha256(json.dumps(c.params, sort_keys=True).encode()).hexdigest()
+        hashlib.sha256(json.dumps(_raw(c), sort_keys=True).encode()).hexdigest()
+
+
+def baseline_orjson(workload: list[Call]) -> Callable[[], None] | None:
+    """The same with orjson (issue 3 quotes 16.5 and 3.9 µs for the two on its machine)."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    dumps, option = orjson.dumps, orjson.OPT_SORT_KEYS
+
+    def run() -> None:
+        for c in workload:
+            hashlib.sha256(dumps(c.params, option=option)).hexdigest()
+            hashlib.sha256(dumps(_raw(c), option=option)).hexdigest()
+
+    return run
 
 
 def hashing_only(workload: list[Call]) -> None:
@@ -329,6 +364,13 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"python {platform.python_version()} ({platform.python_implementation()}), "
         f"{platform.machine()}; best of {args.repeat} (reference: {args.reference_repeat})"
+    )
+    stdlib, _ = _best_us(lambda: baseline_stdlib(workload), n, args.repeat)
+    orjson_run = baseline_orjson(workload)
+    fast_json = f"{_best_us(orjson_run, n, args.repeat)[0]:.2f}" if orjson_run else "n/a"
+    print(
+        f"calibration (issue 3 machine: 16.5 / 3.9): json.dumps+sha256 {stdlib:.2f} µs/call, "
+        f"orjson+sha256 {fast_json} µs/call"
     )
     hash_best, _ = _best_us(lambda: hashing_only(workload), n, args.repeat)
     print(f"hashing alone (each call's signature and outcome once): {hash_best:.2f} µs/call\n")

@@ -318,6 +318,18 @@ def test_params_changed_in_place_between_calls_get_their_new_signature() -> None
     ]
 
 
+def test_a_nested_value_changed_in_place_is_rehashed() -> None:
+    state = lw.SessionState()
+    params: dict[str, Any] = {"files": ["a.py"]}
+    lw.record_call(state, "read", params)
+    params["files"].append("b.py")  # same list object, new content
+    lw.record_call(state, "read", params)
+    assert [r.args_hash for r in state.history] == [
+        lw.hash_tool_call("read", {"files": ["a.py"]}),
+        lw.hash_tool_call("read", {"files": ["a.py", "b.py"]}),
+    ]
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [
