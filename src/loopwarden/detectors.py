@@ -148,6 +148,9 @@ def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: Resolve
     if streak >= config.global_circuit_breaker_threshold:
         return _breaker(tool, streak, signature, latest)
     poll = (tool == "command_status" or tool == "process") and is_known_poll(tool, params)
+    if config.tool_policies and not poll:  # loopwarden extension: tools declared as polling
+        policy = config.policy(tool)
+        poll = policy is not None and policy.poll
     switches = config.detectors
     if poll and switches.known_poll_no_progress:
         if streak >= config.critical_threshold:
