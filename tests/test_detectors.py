@@ -371,3 +371,14 @@ def test_the_first_rule_that_holds_wins() -> None:
     assert lw.detect(state, *EXEC, cfg).detector == "unknown_tool_repeat"
     state = repeat(EXEC, 5, cfg, result="same")
     assert lw.detect(state, *EXEC, cfg).detector == "global_circuit_breaker"
+
+
+def test_a_tool_declared_as_polling_is_judged_as_a_poll() -> None:
+    cfg = config(toolPolicies={"read_output": {"poll": True}})
+    read_output = ("read_output", {"id": 1})
+    verdict = lw.detect(repeat(read_output, 3, cfg, result="still running"), *read_output, cfg)
+    assert (verdict.detector, verdict.count) == ("known_poll_no_progress", 3)
+    plain = lw.detect(
+        repeat(read_output, 3, config(), result="still running"), *read_output, config()
+    )
+    assert plain.detector == "generic_repeat"
