@@ -26,8 +26,9 @@ What is kept per run (``_Run``):
 - **P** (ping-pong): the alternating tail's two signatures and length, and per side a count of
   result hashes (``None`` counting pending records): evidence = each side holds one hash.
 
-Cost per operation is O(1), with one exception explained at ``_Sig.complete``. Memory is a fixed
-number of small objects per record and per distinct signature present (docs/performance.md).
+Cost per operation is O(1), with one exception explained at ``_Sig.complete_inside``. Memory is
+a fixed number of small objects per record and per distinct signature present
+(docs/performance.md).
 Thread safety is the caller's job (``LoopGuard`` holds a per-session lock).
 """
 
@@ -104,7 +105,6 @@ class _Sig:
         "last_done",
         "latest",
         "p_new",
-        "p_old",
         "streak",
         "tool",
         "total",
@@ -119,8 +119,7 @@ class _Sig:
         self.streak = 0  # N
         self.latest: str | None = None  # N's hash
         self.last_done = -1  # kseq of the newest complete record
-        self.p_old: _Segment | None = None
-        self.p_new: _Segment | None = None
+        self.p_new: _Segment | None = None  # newest pending record (chained to older ones)
 
     def add_done(self, kseq: int, result_hash: str) -> None:
         """A complete record became the newest complete record of the signature."""
@@ -159,9 +158,7 @@ class _Sig:
     def unchain(self, seg: _Segment) -> None:
         """Unlink a pending record (completed or evicted) from the signature's chain."""
         before, after = seg.k_prev, seg.k_next
-        if before is None:
-            self.p_old = after
-        else:
+        if before is not None:
             before.k_next = after
         if after is None:
             self.p_new = before
@@ -233,9 +230,7 @@ class _Run:
         # Chain as the signature's newest pending record.
         newest = sig.p_new
         seg.k_prev = newest
-        if newest is None:
-            sig.p_old = seg
-        else:
+        if newest is not None:
             newest.k_next = seg
         sig.p_new = seg
         # Ping-pong tail, as _push_tail does (inlined here).
@@ -351,9 +346,7 @@ class _Run:
             sig.complete_inside(seg, result_hash)
         # Unchain from the signature's pending records, and from the tool-call id index.
         before, after = seg.k_prev, seg.k_next
-        if before is None:
-            sig.p_old = after
-        else:
+        if before is not None:
             before.k_next = after
         if after is None:
             sig.p_new = before
