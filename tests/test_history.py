@@ -375,3 +375,13 @@ def test_newest_first_walks_the_records_without_copying() -> None:
     walk = state.newest_first()
     assert next(walk).tool_name == "exec"
     assert [r.tool_name for r in walk] == ["read"]
+
+
+def test_a_copied_state_is_independent_of_the_original() -> None:
+    state = lw.SessionState()
+    call(state, READ)
+    twin = copy.copy(state)
+    outcome(state, READ, result="text")  # fills the original's pending record
+    assert state.history[0].result_hash is not None
+    assert twin.history[0].result_hash is None
+    assert outcome(twin, READ, result="text") == state.history[0]

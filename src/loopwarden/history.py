@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loopwarden._engine import Memo, RunKey, _Run, signature_key
@@ -90,6 +90,11 @@ class SessionState:
     def __reduce__(self) -> tuple[type[SessionState], tuple[list[ToolCallRecord]]]:
         # Pickle and copy the records only; the counters are rebuilt from them.
         return (SessionState, (list(self._records),))
+
+    def __copy__(self) -> SessionState:
+        # Records are filled in place by record_outcome: a copy sharing them would see outcomes
+        # its counters never heard of. So even a shallow copy gets its own records.
+        return SessionState([replace(record) for record in self._records])
 
     def _load(self, records: Iterable[ToolCallRecord]) -> None:
         for position, record in enumerate(records):
