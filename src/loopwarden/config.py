@@ -127,8 +127,8 @@ class ResolvedConfig:
     max_cycle_period: int = 4
     consecutive_warning_threshold: int = 3
     consecutive_critical_threshold: int = 4
-    consecutive_any_result_threshold: int = 25
-    repeated_error_threshold: int = 4
+    consecutive_any_result_threshold: int = 50
+    repeated_error_threshold: int = 6
     tool_policies: tuple[tuple[str, ToolPolicy], ...] = ()
 
     def policy(self, tool: str) -> ToolPolicy | None:

@@ -23,6 +23,7 @@ from loopwarden.analyze.replay import (
     Mark,
     TrajectoryReport,
 )
+from loopwarden.analyze.report_text import plural
 from loopwarden.analyze.runner import Analysis
 
 # Timeline code -> (css class, label shown in the hover text and the legend).
@@ -144,7 +145,8 @@ def _trajectory(report: TrajectoryReport) -> str:
         for index, (tool, code) in enumerate(zip(report.tools, report.timeline, strict=True))
     )
     info = (
-        f"{escape(report.format)} · {report.calls} calls · {report.warnings} warnings · "
+        f"{escape(report.format)} · {plural(report.calls, 'call')} · "
+        f"{plural(report.warnings, 'warning')} · "
         f"{report.blocks} blocked{' · run stopped' if report.stopped else ''} · "
         f"{escape(report.source)}"
     )

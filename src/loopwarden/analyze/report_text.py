@@ -35,7 +35,7 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     console.print(_summary_table(totals))
     loops = [report for report in reports if report.events]
     if loops:
-        console.print(f"\n[bold]Loops caught[/] ({_plural(len(loops), 'trajectory')})")
+        console.print(f"\n[bold]Loops caught[/] ({plural(len(loops), 'trajectory')})")
         for report in loops[:MAX_LISTED]:
             _print_loop(console, report)
         if len(loops) > MAX_LISTED:
@@ -79,7 +79,8 @@ def _note(notice: str) -> Text:
     return Text.assemble(("note", "yellow"), f": {notice}")
 
 
-def _plural(count: int, noun: str) -> str:
+def plural(count: int, noun: str) -> str:
+    """ "1 call", "2 calls", "3 trajectories"."""
     if count == 1:
         return f"1 {noun}"
     return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
@@ -98,7 +99,7 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
     if warning is not None:
         rest = (
             f" at {_where(warning, report.calls)}: {warning.detector} ×{warning.count}; "
-            f"{_plural(report.warnings, 'warning')} in total"
+            f"{plural(report.warnings, 'warning')} in total"
         )
         console.print(Text.assemble("  ", ("warned", "yellow"), rest), soft_wrap=True)
     block = report.first_block
@@ -106,8 +107,8 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
         verb = "stopped the run" if block.action == "stop" else "blocked"
         rest = (
             f" at {_where(block, report.calls)}: {block.detector} ×{block.count}; "
-            f"{_plural(report.blocks, 'call')} blocked, "
-            f"{_plural(report.calls_after_first_block, 'later call')} would not have run"
+            f"{plural(report.blocks, 'call')} blocked, "
+            f"{plural(report.calls_after_first_block, 'later call')} would not have run"
         )
         console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)
         console.print(Text(f"  why: {block.message}", style="dim"), soft_wrap=True)
@@ -123,7 +124,7 @@ def _print_problems(console: Console, analysis: Analysis) -> None:
         for line in analysis.skipped:
             console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
     if analysis.errors:
-        console.print(f"\n[bold red]{_plural(len(analysis.errors), 'input error')}[/]:")
+        console.print(f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/]:")
         for line in analysis.errors:
             console.print(Text(f"  {line}"), soft_wrap=True)
 
