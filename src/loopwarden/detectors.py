@@ -15,7 +15,7 @@ from typing import Any, Literal
 from loopwarden._engine import _Run
 from loopwarden._engine import signature as signature_of
 from loopwarden.config import ResolvedConfig, resolve_config
-from loopwarden.history import SessionState
+from loopwarden.history import SessionState, _checked_signature
 
 Level = Literal["warning", "critical"]
 
@@ -191,8 +191,16 @@ def detect(
     params: Any,
     config: Mapping[str, Any] | ResolvedConfig | None,
     run_id: str | None = None,
+    *,
+    signature: str | None = None,
 ) -> Verdict:
-    """The verdict for the next call, made *before* it is recorded (SPEC §5)."""
+    """The verdict for the next call, made *before* it is recorded (SPEC §5).
+
+    ``signature``: ``hash_tool_call(tool, params)`` when the caller already has it (it is then
+    not computed again); ``ValueError`` if it does not have that shape.
+    """
+    if signature is not None:
+        signature = _checked_signature(tool, signature)
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
     if config.enabled is not True:  # detection_enabled (§1.3), without the property call
@@ -201,5 +209,6 @@ def detect(
     run = state._runs.get(run_key)
     if run is None:  # no record of this run: every count is 0
         return NOT_STUCK
-    signature, state._memo = signature_of(state._memo, tool, params)
+    if signature is None:
+        signature, state._memo = signature_of(state._memo, tool, params)
     return _evaluate(run, tool, params, signature, config)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from loopwarden.canonical import UNDEFINED, hash_tool_call
+from loopwarden.canonical import UNDEFINED
 from loopwarden.compaction import (
     CompactionLoopPersistedError,
     CompactionVerdict,
@@ -33,7 +33,13 @@ from loopwarden.config import (
 from loopwarden.detectors import NOT_STUCK, Verdict, detect, is_known_poll
 from loopwarden.errors import LoopStoppedError
 from loopwarden.events import Action, EventType, LoopEvent
-from loopwarden.history import normalize_run_id, record_call, record_outcome, record_veto
+from loopwarden.history import (
+    _call_signature,
+    normalize_run_id,
+    record_call,
+    record_outcome,
+    record_veto,
+)
 from loopwarden.patterns import (
     extra_verdicts,
     is_failure,
@@ -288,16 +294,19 @@ class LoopGuard:
             error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
             return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
         config = self._config_for(tool)
-        verdict = self._verdict(session, tool, params, config, run)
+        if config.enabled is False:  # nothing is detected nor recorded: no signature needed
+            return ALLOW
+        # Hashed once here (or found in the session's memo), then handed to every step below.
+        signature = _call_signature(session.state, tool, params)
+        verdict = self._verdict(session, tool, params, signature, config, run)
         if verdict.stuck and verdict.level == "critical":
-            return self._block(session, tool, params, tool_call_id, run, verdict, config, events)
-        if config.records_calls:
-            record_call(session.state, tool, params, tool_call_id, config, run)
+            call = (tool, params, signature, tool_call_id)
+            return self._block(session, call, run, verdict, config, events)
+        record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
         if not verdict.stuck:
             return ALLOW
         if not self._should_emit(session, verdict, run, config):
             return Decision("allow", None, verdict)
-        signature = hash_tool_call(tool, params)
         events.append(
             self._event(session, run, "warn", verdict=verdict, tool=tool, args_hash=signature)
         )
@@ -315,39 +324,40 @@ class LoopGuard:
         session: GuardSession,
         tool: str,
         params: Any,
+        signature: str,
         config: ResolvedConfig,
         run: str | None,
     ) -> Verdict:
         """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones."""
         if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
             return NOT_STUCK
-        verdict = detect(session.state, tool, params, config, run)
+        verdict = detect(session.state, tool, params, config, run, signature=signature)
         if not (config.detection_enabled and _has_extra_detectors(config)):
             return verdict
         tail = recent_run_records(session.state.history, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
-        signature = hash_tool_call(tool, params)
         streak = session.error_streaks.get(run)
         return strongest([verdict, *extra_verdicts(tail, tool, signature, poll, streak, config)])
 
     def _block(
         self,
         session: GuardSession,
-        tool: str,
-        params: Any,
-        tool_call_id: str | None,
+        call: tuple[str, Any, str, str | None],
         run: str | None,
         verdict: Verdict,
         config: ResolvedConfig,
         events: list[LoopEvent],
     ) -> Decision:
-        """A critical verdict: block the call, or stop the run when the profile says so."""
+        """A critical verdict: block the call, or stop the run when the profile says so.
+
+        ``call`` is (tool, params, signature, tool_call_id): the signature comes from the caller.
+        """
+        tool, params, signature, tool_call_id = call
         message = str(verdict.message)
-        signature = hash_tool_call(tool, params)
         if tool_call_id is not None:
             session.remember_blocked(tool_call_id)
         if config.count_blocked_calls:
-            record_veto(session.state, tool, params, tool_call_id, config, run)
+            record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
         blocks = session.block_counts[run] = session.block_counts.get(run, 0) + 1
         stops = config.stop_after_blocks > 0 and (
             blocks >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"

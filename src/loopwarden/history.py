@@ -172,6 +172,26 @@ def normalize_run_id(run_id: object) -> str | None:
 _time = time.time  # a module global, so tests can give both engines one fake clock
 
 
+def _call_signature(state: SessionState, tool: str, params: Any) -> str:
+    """``hash_tool_call(tool, params)`` through the session's memo (``_engine.signature``)."""
+    signature, state._memo = signature_of(state._memo, tool, params)
+    return signature
+
+
+def _checked_signature(tool: str, signature: object) -> str:
+    """A caller's ``signature=`` argument, refused unless it has ``hash_tool_call``'s shape.
+
+    The engine files state under the signature alone because that shape, "{tool}:{64 hex}",
+    names the tool; a signature of another shape could meet another tool's.
+    """
+    if type(signature) is not str or signature_key(tool, signature) is not signature:
+        raise ValueError(
+            f"signature={signature!r} is not a signature of tool {tool!r}: pass "
+            f"hash_tool_call({tool!r}, params) (shape '{tool}:<64 hex digits>'), or None"
+        )
+    return signature
+
+
 def record_call(
     state: SessionState,
     tool: str,
@@ -179,11 +199,20 @@ def record_call(
     tool_call_id: str | None = None,
     config: ConfigLike = None,
     run_id: str | None = None,
+    *,
+    signature: str | None = None,
 ) -> None:
-    """Append a call with no result yet, then trim to ``historySize`` (SPEC §4)."""
+    """Append a call with no result yet, then trim to ``historySize`` (SPEC §4).
+
+    ``signature``: ``hash_tool_call(tool, params)`` when the caller already has it (it is then
+    not computed again); ``ValueError`` if it does not have that shape.
+    """
+    if signature is not None:
+        signature = _checked_signature(tool, signature)
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
-    signature, state._memo = signature_of(state._memo, tool, params)
+    if signature is None:
+        signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     record = ToolCallRecord(tool, signature, tool_call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
@@ -205,17 +234,22 @@ def record_outcome(
     run_id: str | None = None,
     *,
     send_tools: Collection[str] = (),
+    signature: str | None = None,
 ) -> ToolCallRecord | None:
     """Attach an outcome to the newest matching pending record, or append a new one (SPEC §4).
 
     Returns the stored record, or None when the outcome has no hash (nothing is stored).
+    ``signature``: as for :func:`record_call`.
     """
+    if signature is not None:
+        signature = _checked_signature(tool, signature)
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
     result_hash, unknown = hash_tool_outcome(tool, params, result, error, send_tools=send_tools)
     if result_hash is None:
         return None
-    signature, state._memo = signature_of(state._memo, tool, params)
+    if signature is None:
+        signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     run = state._runs.get(run_key)
     seg = None if run is None else run.match(signature, tool_call_id)
@@ -249,6 +283,8 @@ def record_veto(
     tool_call_id: str | None = None,
     config: ConfigLike = None,
     run_id: str | None = None,
+    *,
+    signature: str | None = None,
 ) -> ToolCallRecord:
     """Record a call the guard blocked, so that retrying it counts (``countBlockedCalls``).
 
@@ -256,9 +292,13 @@ def record_veto(
     (the latest hash of N), so it counts as a repetition (R) and extends the no-progress streak
     (N) toward the circuit breaker; with no result yet it carries ``VETO_HASH``. Being complete,
     no later outcome attaches to it. Appended and trimmed like any record (SPEC §4).
+    ``signature``: as for :func:`record_call`.
     """
+    if signature is not None:
+        signature = _checked_signature(tool, signature)
     history_size = resolve_config(config).history_size
-    signature, state._memo = signature_of(state._memo, tool, params)
+    if signature is None:
+        signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     run = state._runs.get(run_key) or state._run(run_key)
     sig = run.sigs.get(signature)
