@@ -1,8 +1,9 @@
-"""LoopGuard hashes a call's params at most once per guard call, and its outcome once.
+"""LoopGuard's per-call path: params hashed at most once per guard call, the outcome once.
 
 The counting wraps the real hash functions (every loopwarden module's reference to them), so the
-guard and the engine run unchanged; and the engine functions' ``signature=`` argument must give
-exactly what they compute on their own.
+guard and the engine run unchanged; the engine functions' ``signature=`` argument must give
+exactly what they compute on their own; and the recommended profile's tail, read without a
+snapshot of the history, must be the records the snapshot walk finds.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ import pytest
 from loopwarden.canonical import UNDEFINED, hash_tool_call
 from loopwarden.detectors import detect
 from loopwarden.guard import Decision, LoopGuard
-from loopwarden.history import SessionState, record_call, record_outcome, record_veto
+from loopwarden.history import (
+    SessionState,
+    _recent_run_records,
+    record_call,
+    record_outcome,
+    record_veto,
+)
 from loopwarden.outcome import hash_tool_outcome
+from loopwarden.patterns import recent_run_records
 
 Counts = dict[str, int]
 
@@ -186,3 +194,26 @@ def test_a_signature_of_another_shape_is_refused_before_any_change(bad: Any) -> 
         with pytest.raises(ValueError, match=r"is not a signature of tool 'read'.*hash_tool_call"):
             attempt()
     assert state.history == before
+
+
+# -- the recommended profile's tail, read without copying the history --------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_recent_run_records_match_the_snapshot_walk(seed: int) -> None:
+    """Same records as patterns.recent_run_records over the full snapshot, any interleaving."""
+    rng = random.Random(seed)
+    state = SessionState()
+    config = {"enabled": True, "historySize": rng.choice([1, 7, 60])}
+    runs = ["a", "b", " a ", "", None, "c"]  # " a " and "" normalise to "a" and None
+    for i in range(400):
+        run = rng.choice(runs)
+        record_call(state, "read", {"i": rng.randrange(5)}, f"c{i}", config, run)
+        if rng.random() < 0.7:
+            record_outcome(state, "read", {"i": 0}, None, "x", UNDEFINED, config, run)
+        snapshot = state.history
+        for key in ("a", "b", "c", None, "absent"):
+            for limit in (0, 1, 3, 51):
+                expected = recent_run_records(snapshot, key, limit)
+                got = _recent_run_records(state, key, limit)
+                assert [id(r) for r in got] == [id(r) for r in expected], (i, key, limit)

@@ -35,6 +35,7 @@ from loopwarden.errors import LoopStoppedError
 from loopwarden.events import Action, EventType, LoopEvent
 from loopwarden.history import (
     _call_signature,
+    _recent_run_records,
     normalize_run_id,
     record_call,
     record_outcome,
@@ -44,7 +45,6 @@ from loopwarden.patterns import (
     extra_verdicts,
     is_failure,
     next_error_streak,
-    recent_run_records,
     scan_limit,
     strongest,
 )
@@ -334,7 +334,7 @@ class LoopGuard:
         verdict = detect(session.state, tool, params, config, run, signature=signature)
         if not (config.detection_enabled and _has_extra_detectors(config)):
             return verdict
-        tail = recent_run_records(session.state.history, run, scan_limit(config))
+        tail = _recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
         streak = session.error_streaks.get(run)
         return strongest([verdict, *extra_verdicts(tail, tool, signature, poll, streak, config)])

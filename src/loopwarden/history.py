@@ -169,6 +169,26 @@ def normalize_run_id(run_id: object) -> str | None:
     return trimmed or None
 
 
+def _recent_run_records(state: SessionState, run_id: RunKey, limit: int) -> list[ToolCallRecord]:
+    """The run's newest ``limit`` records, newest first (``patterns.recent_run_records``).
+
+    Same answer as ``recent_run_records(state.history, run_id, limit)``, without the snapshot
+    copy of the whole history, and the walk stops once all of the run's records (the engine
+    counts them) have been seen: O(limit) while the run's records are the newest ones.
+    """
+    run = state._runs.get(run_id)
+    out: list[ToolCallRecord] = []
+    if run is None:
+        return out
+    wanted = min(max(limit, 1), run.n)  # like the snapshot walk, a limit below 1 gives one
+    for record in reversed(state._records):
+        if record.run_id == run_id:
+            out.append(record)
+            if len(out) == wanted:
+                break
+    return out
+
+
 _time = time.time  # a module global, so tests can give both engines one fake clock
 
 
