@@ -17,6 +17,15 @@ For historySize 30, 1,000 and 10,000 it prints µs per call of the incremental e
 (``loopwarden``) and of the plain reference engine (``loopwarden.reference``), the share of that
 spent hashing (3 × ``hash_tool_call`` + ``hash_tool_outcome``, the same for both engines), and the
 memory one session holds at the end and at its peak (tracemalloc, separate pass).
+
+The ``LoopGuard`` rows run the same workload through the facade a runtime calls:
+``before_tool_call`` → (the tool runs only when allowed) → ``after_tool_call``, one
+``MemoryStore`` session, with the default profile (``{"enabled": true}``) and with
+``{"profile": "recommended"}`` (and that profile without ``normalizeVolatile``, to show the rest
+of its cost). µs per call counts every call offered, blocked ones included. ``--compare SRC``
+loads a second loopwarden source tree side by side (e.g. an older commit:
+``git archive REV src | tar -x -C /tmp/old``, then ``--compare /tmp/old/src``) and interleaves
+its rounds with this tree's, so both see the same load on a shared machine.
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ import functools
 import gc
 import gzip
 import hashlib
+import importlib
 import json
+import logging
 import os
 import platform
 import random
@@ -45,11 +56,18 @@ from loopwarden import reference
 from loopwarden.canonical import UNDEFINED, hash_tool_call
 from loopwarden.config import ResolvedConfig
 from loopwarden.detectors import detect
+from loopwarden.guard import LoopGuard
 from loopwarden.history import SessionState, record_call, record_outcome
 from loopwarden.outcome import hash_tool_outcome
 
 HISTORY_SIZES = (30, 1_000, 10_000)
 OPENCLAW_US = {30: 15.9, 1_000: 27.4, 10_000: 126.0}  # issue 3, TypeScript on Node.js 20
+GUARD_PROFILES: dict[str, dict[str, Any]] = {
+    "default": {"enabled": True},
+    "recommended": {"profile": "recommended"},
+    # The same without volatile normalisation, whose regular expressions dominate the row above.
+    "rec-no-vol": {"profile": "recommended", "normalizeVolatile": False},
+}
 
 
 class Call(NamedTuple):
@@ -237,6 +255,32 @@ def replay(engine: Engine, workload: list[Call], config: ResolvedConfig) -> Any:
     return state
 
 
+def replay_guard(
+    block: dict[str, Any], size: int, workload: list[Call], guard_class: type[Any] = LoopGuard
+) -> dict[str, int]:
+    """One session through ``LoopGuard``: before → the tool (only when allowed) → after.
+
+    Returns how many calls got each action, so a run can show what the guard did.
+    """
+    guard = guard_class({**block, "historySize": size})
+    before, after = guard.before_tool_call, guard.after_tool_call
+    actions: dict[str, int] = {}
+    for c in workload:
+        decision = before("bench", c.tool, c.params, run_id=c.run_id, tool_call_id=c.call_id)
+        actions[decision.action] = actions.get(decision.action, 0) + 1
+        if decision.allowed:
+            after(
+                "bench",
+                c.tool,
+                c.params,
+                result=c.result,
+                error=c.error,
+                run_id=c.run_id,
+                tool_call_id=c.call_id,
+            )
+    return actions
+
+
 def _raw(call: Call) -> Any:
     """The call's result (or error) as plain JSON data, for the calibration baselines."""
     value = call.error if call.result is UNDEFINED else call.result
@@ -342,39 +386,9 @@ def _memory(engine: Engine, workload: list[Call], config: ResolvedConfig) -> tup
     return current, peak, len(state.history)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", help="the shared/ folder (default: ../shared)")
-    parser.add_argument("--calls", type=int, default=10**9, help="use only the first N calls")
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs of loopwarden per size")
-    parser.add_argument(
-        "--reference-repeat", type=int, default=1, help="timed runs of the reference per size"
-    )
-    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
-    args = parser.parse_args(argv)
-
-    workload = build_workload(_shared_dir(args.shared), args.calls)
-    # The workload's few hundred thousand objects are input, not engine state: keep the
-    # collector from walking them on every full collection (it would bill both engines for it).
-    gc.collect()
-    gc.freeze()
+def _engine_table(workload: list[Call], args: argparse.Namespace) -> None:
+    """µs per call of the incremental and the reference engine, with and without hashing."""
     n = len(workload)
-    runs = len({c.run_id for c in workload})
-    print(f"workload: {n} calls in {runs} runs, one session")
-    print(
-        f"python {platform.python_version()} ({platform.python_implementation()}), "
-        f"{platform.machine()}; best of {args.repeat} (reference: {args.reference_repeat})"
-    )
-    stdlib, _ = _best_us(lambda: baseline_stdlib(workload), n, args.repeat)
-    orjson_run = baseline_orjson(workload)
-    fast_json = f"{_best_us(orjson_run, n, args.repeat)[0]:.2f}" if orjson_run else "n/a"
-    print(
-        f"calibration (issue 3 machine: 16.5 / 3.9): json.dumps+sha256 {stdlib:.2f} µs/call, "
-        f"orjson+sha256 {fast_json} µs/call"
-    )
-    hash_best, _ = _best_us(lambda: hashing_only(workload), n, args.repeat)
-    print(f"hashing alone (each call's signature and outcome once): {hash_best:.2f} µs/call\n")
-
     header = (
         f"{'historySize':>11} | {'loopwarden µs/call':>22} | {'engine alone':>12} | "
         f"{'reference µs/call':>17} | {'engine alone':>12} | {'OpenClaw':>8}"
@@ -405,8 +419,77 @@ def main(argv: list[str] | None = None) -> None:
             f"{min(times[size, 'reference']):>17.2f} | "
             f"{min(times[size, 'reference alone']):>12.2f} | {OPENCLAW_US[size]:>8}"
         )
-    if args.no_memory:
-        return
+
+
+def load_other_guard(src: Path, workload: list[Call]) -> tuple[type[Any], list[Call]]:
+    """``LoopGuard`` of another loopwarden source tree, loaded next to this one.
+
+    Its modules are imported under the same names with the other tree first on the path, then
+    taken out of ``sys.modules`` again: each module keeps the functions it imported, so the two
+    guards run side by side without touching each other. Returns the class and the workload
+    with the other tree's ``UNDEFINED`` sentinel in place of this one's.
+    """
+    if not (src / "loopwarden" / "guard.py").is_file():
+        sys.exit(f"--compare {src}: no loopwarden/guard.py there (give the tree's src folder)")
+
+    def ours() -> dict[str, Any]:
+        return {k: m for k, m in sys.modules.items() if k.split(".")[0] == "loopwarden"}
+
+    saved = ours()
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(src))
+    try:
+        module = importlib.import_module("loopwarden.guard")
+        undefined = importlib.import_module("loopwarden.canonical").UNDEFINED
+    finally:
+        sys.path.remove(str(src))
+        for name in ours():
+            del sys.modules[name]
+        sys.modules.update(saved)
+    if not Path(module.__file__ or "").resolve().is_relative_to(src.resolve()):
+        sys.exit(f"--compare {src}: loopwarden was imported from {module.__file__} instead")
+    other: type[Any] = module.LoopGuard
+
+    def swap(value: Any) -> Any:
+        return undefined if value is UNDEFINED else value
+
+    return other, [c._replace(result=swap(c.result), error=swap(c.error)) for c in workload]
+
+
+def _guard_table(workload: list[Call], repeat: int, compare: Path | None) -> None:
+    """µs per call through LoopGuard (before → after), per profile and historySize."""
+    n = len(workload)
+    # The guard logs every warn/block/stop; with no handler configured Python would print them.
+    quiet = logging.getLogger("loopwarden")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    trees: dict[str, tuple[type[Any], list[Call]]] = {"this": (LoopGuard, workload)}
+    if compare is not None:
+        trees["other"] = load_other_guard(compare, workload)
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for _ in range(repeat):  # interleaved rounds, as for the engine table
+        for profile, block in GUARD_PROFILES.items():
+            for size in HISTORY_SIZES:
+                for tree, (guard_class, calls) in trees.items():
+                    run = functools.partial(replay_guard, block, size, calls, guard_class)
+                    times.setdefault((tree, profile, size), []).append(_cpu_us(run, n))
+    header = f"{'tree':>5} | {'LoopGuard':>11} | {'historySize':>11} | {'µs/call':>22} | actions"
+    print(header)
+    print("-" * len(header))
+    for profile in GUARD_PROFILES:
+        for size in HISTORY_SIZES:
+            for tree, (guard_class, calls) in trees.items():
+                cell = times[tree, profile, size]
+                actions = replay_guard(GUARD_PROFILES[profile], size, calls, guard_class)
+                shown = ", ".join(f"{k} {v}" for k, v in sorted(actions.items()))
+                print(
+                    f"{tree:>5} | {profile:>11} | {size:>11,} | "
+                    f"{min(cell):>8.2f} (worst {max(cell):>6.2f}) | {shown}"
+                )
+
+
+def _memory_table(workload: list[Call]) -> None:
     print("\nmemory of one session (tracemalloc; end = held after the replay, peak = during it)")
     print(
         f"{'historySize':>11} | {'engine':>10} | {'records':>7} | {'end bytes':>11} | "
@@ -420,6 +503,54 @@ def main(argv: list[str] | None = None) -> None:
                 f"{size:>11,} | {name:>10} | {records:>7,} | {current:>11,} | "
                 f"{current / max(records, 1):>12.0f} | {peak:>11,}"
             )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", help="the shared/ folder (default: ../shared)")
+    parser.add_argument("--calls", type=int, default=10**9, help="use only the first N calls")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of loopwarden per size")
+    parser.add_argument(
+        "--reference-repeat", type=int, default=1, help="timed runs of the reference per size"
+    )
+    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    parser.add_argument("--no-guard", action="store_true", help="skip the LoopGuard rows")
+    parser.add_argument(
+        "--guard-only", action="store_true", help="only the LoopGuard rows (and calibration)"
+    )
+    parser.add_argument(
+        "--compare", type=Path, help="another tree's src folder: its LoopGuard rows side by side"
+    )
+    args = parser.parse_args(argv)
+
+    workload = build_workload(_shared_dir(args.shared), args.calls)
+    # The workload's few hundred thousand objects are input, not engine state: keep the
+    # collector from walking them on every full collection (it would bill both engines for it).
+    gc.collect()
+    gc.freeze()
+    n = len(workload)
+    runs = len({c.run_id for c in workload})
+    print(f"workload: {n} calls in {runs} runs, one session")
+    print(
+        f"python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.machine()}; best of {args.repeat} (reference: {args.reference_repeat})"
+    )
+    stdlib, _ = _best_us(lambda: baseline_stdlib(workload), n, args.repeat)
+    orjson_run = baseline_orjson(workload)
+    fast_json = f"{_best_us(orjson_run, n, args.repeat)[0]:.2f}" if orjson_run else "n/a"
+    print(
+        f"calibration (issue 3 machine: 16.5 / 3.9): json.dumps+sha256 {stdlib:.2f} µs/call, "
+        f"orjson+sha256 {fast_json} µs/call"
+    )
+    hash_best, _ = _best_us(lambda: hashing_only(workload), n, args.repeat)
+    print(f"hashing alone (each call's signature and outcome once): {hash_best:.2f} µs/call\n")
+    if not args.guard_only:
+        _engine_table(workload, args)
+        print()
+    if not args.no_guard:
+        _guard_table(workload, args.repeat, args.compare)
+    if not (args.no_memory or args.guard_only):
+        _memory_table(workload)
 
 
 if __name__ == "__main__":
