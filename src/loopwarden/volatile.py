@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# Order matters: the first alternative that matches at a position wins, so the most specific
-# shapes (UUIDs, full timestamps) come before the pieces they contain (hex runs, clock times).
+# Applied in this order, each over the whole text: the most specific shapes (UUIDs, full
+# timestamps) go before the pieces they contain (hex runs, clock times). Placeholders hold no
+# digits, so a later pattern never matches inside an earlier one's replacement.
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("uuid", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
     (
@@ -32,32 +33,52 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("line", r"\bline \d+\b"),
 )
 
+# Substrings (of the lower-cased text) a pattern cannot match without: a C-speed `in` check
+# skips the regex, which costs 25-35 ns per character per pattern, on most texts.
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "uuid": ("-",),
+    "timestamp": ("-", ":"),
+    "clock": (":",),
+    "pid": ("pid",),
+    "attempt": ("attempt",),
+    "line": ("line ",),
+}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    replacement: str
+    required: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True)
 class VolatileNormalizer:
-    """A compiled set of volatile patterns; ``normalize(value)`` returns a normalised copy."""
+    """Compiled volatile patterns; ``normalize(value)`` returns a normalised copy."""
 
-    pattern: re.Pattern[str]
+    rules: tuple[_Rule, ...]
 
     @classmethod
     def build(cls, extra_patterns: Iterable[str] = ()) -> VolatileNormalizer:
         """Compile the built-in patterns plus user ``volatilePatterns`` (regular expressions)."""
-        parts = [f"(?P<{name}>{rx})" for name, rx in BUILTIN_PATTERNS]
-        parts.extend(f"(?P<user{i}>{rx})" for i, rx in enumerate(extra_patterns))
-        return cls(re.compile("|".join(parts)))
+        rules = [
+            _Rule(re.compile(rx), f"<{name}>", _REQUIRED.get(name, ()))
+            for name, rx in BUILTIN_PATTERNS
+        ]
+        rules.extend(_Rule(re.compile(rx), "<volatile>") for rx in extra_patterns)
+        return cls(tuple(rules))
 
     def text(self, value: str) -> str:
         """Replace every volatile span of a string with ``<kind>``."""
-        return self.pattern.sub(_placeholder, value)
+        lowered = value.lower()
+        for rule in self.rules:
+            if all(piece in lowered for piece in rule.required):
+                value = rule.pattern.sub(rule.replacement, value)
+        return value
 
     def normalize(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string normalised (other values untouched)."""
         return _walk(value, self, set(), 0)
-
-
-def _placeholder(match: re.Match[str]) -> str:
-    kind = match.lastgroup or "volatile"
-    return "<volatile>" if kind.startswith("user") else f"<{kind}>"
 
 
 _MAX_DEPTH = 200
