@@ -34,9 +34,9 @@ from loopwarden.detectors import NOT_STUCK, Verdict, detect, is_known_poll
 from loopwarden.errors import LoopStoppedError
 from loopwarden.events import Action, EventType, LoopEvent
 from loopwarden.history import (
-    _call_signature,
-    _recent_run_records,
+    call_signature,
     normalize_run_id,
+    recent_run_records,
     record_call,
     record_outcome,
     record_veto,
@@ -297,7 +297,7 @@ class LoopGuard:
         if config.enabled is False:  # nothing is detected nor recorded: no signature needed
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
-        signature = _call_signature(session.state, tool, params)
+        signature = call_signature(session.state, tool, params)
         verdict = self._verdict(session, tool, params, signature, config, run)
         if verdict.stuck and verdict.level == "critical":
             call = (tool, params, signature, tool_call_id)
@@ -334,7 +334,7 @@ class LoopGuard:
         verdict = detect(session.state, tool, params, config, run, signature=signature)
         if not (config.detection_enabled and _has_extra_detectors(config)):
             return verdict
-        tail = _recent_run_records(session.state, run, scan_limit(config))
+        tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
         streak = session.error_streaks.get(run)
         return strongest([verdict, *extra_verdicts(tail, tool, signature, poll, streak, config)])

@@ -169,12 +169,12 @@ def normalize_run_id(run_id: object) -> str | None:
     return trimmed or None
 
 
-def _recent_run_records(state: SessionState, run_id: RunKey, limit: int) -> list[ToolCallRecord]:
-    """The run's newest ``limit`` records, newest first (``patterns.recent_run_records``).
+def recent_run_records(state: SessionState, run_id: RunKey, limit: int) -> list[ToolCallRecord]:
+    """The run's newest ``limit`` records (at least one), newest first.
 
-    Same answer as ``recent_run_records(state.history, run_id, limit)``, without the snapshot
-    copy of the whole history, and the walk stops once all of the run's records (the engine
-    counts them) have been seen: O(limit) while the run's records are the newest ones.
+    What the recommended profile's extra detectors read. No snapshot copy of the whole
+    history, and the walk stops once all of the run's records (the engine counts them) have
+    been seen: O(limit) while the run's records are the newest ones.
     """
     run = state._runs.get(run_id)
     out: list[ToolCallRecord] = []
@@ -192,7 +192,7 @@ def _recent_run_records(state: SessionState, run_id: RunKey, limit: int) -> list
 _time = time.time  # a module global, so tests can give both engines one fake clock
 
 
-def _call_signature(state: SessionState, tool: str, params: Any) -> str:
+def call_signature(state: SessionState, tool: str, params: Any) -> str:
     """``hash_tool_call(tool, params)`` through the session's memo (``_engine.signature``)."""
     signature, state._memo = signature_of(state._memo, tool, params)
     return signature

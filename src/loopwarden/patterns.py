@@ -20,19 +20,6 @@ from loopwarden.detectors import Level, Verdict
 from loopwarden.history import ToolCallRecord
 
 
-def recent_run_records(
-    history: Sequence[ToolCallRecord], run: str | None, limit: int
-) -> list[ToolCallRecord]:
-    """The run's newest ``limit`` records, newest first."""
-    out: list[ToolCallRecord] = []
-    for record in reversed(history):
-        if record.run_id == run:
-            out.append(record)
-            if len(out) >= limit:
-                break
-    return out
-
-
 def scan_limit(config: ResolvedConfig) -> int:
     """How many recent records the extra detectors may need to look at."""
     longest = max(
