@@ -34,12 +34,10 @@ import argparse
 import contextlib
 import functools
 import gc
-import gzip
 import hashlib
 import importlib
 import json
 import logging
-import os
 import platform
 import random
 import sys
@@ -48,6 +46,8 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, text_of
 
 from loopwarden import _engine as engine_module
 from loopwarden import detectors as detectors_module
@@ -86,21 +86,6 @@ class Call(NamedTuple):
 # --------------------------------------------------------------------------------------------
 
 
-def _shared_dir(explicit: str | None) -> Path:
-    candidates = [explicit, os.environ.get("LOOPWARDEN_SHARED")]
-    candidates.append(str(Path(__file__).resolve().parents[2] / "shared"))
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "eval").is_dir():
-            return Path(candidate)
-    sys.exit("shared/eval not found: pass --shared DIR or set LOOPWARDEN_SHARED")
-
-
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)
-
-
 Step = tuple[str, Any, Any, Any]  # tool, params, result, error
 Run = tuple[str, list[Step]]
 
@@ -108,28 +93,19 @@ Run = tuple[str, list[Step]]
 def corpus_runs(shared: Path, rng: random.Random) -> list[Run]:
     """One run per recorded trajectory, real calls and real results (cut at 20 kB)."""
     runs: dict[str, list[Step]] = {}
-    for row in _rows(shared / "eval" / "minisweagent_gemini3pro_verified.jsonl.gz"):
-        output = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
-        label = row["error"] or ""
-        code = int(label.split("=")[1]) if label.startswith("returncode=") else 0
-        details = {
-            "status": "failed" if code else "completed",
-            "exitCode": code,
-            "durationMs": rng.randint(5, 30_000),
-            "aggregated": output,
-            "cwd": "/testbed",
-            "pid": rng.randint(100, 60_000),
-            "timedOut": label == "timeout",
-        }
-        result = {"content": [{"type": "text", "text": output}], "details": details}
-        step: Step = ("exec", {"command": row["args"]["command"]}, result, UNDEFINED)
+    for row in rows(shared / "eval" / MINI_SWE):
+        step: Step = ("exec", {"command": row["args"]["command"]}, exec_result(row, rng), UNDEFINED)
         runs.setdefault(row["trajectory"], []).append(step)
-    for row in _rows(shared / "eval" / "taubench_airline_gpt4o.jsonl.gz"):
+    for row in rows(shared / "eval" / TAU_BENCH):
         if row["error"]:
             step = (row["tool"], row["args"], UNDEFINED, row["error"])
         else:
-            text = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
-            step = (row["tool"], row["args"], {"content": [{"type": "text", "text": text}]}, None)
+            step = (
+                row["tool"],
+                row["args"],
+                {"content": [{"type": "text", "text": text_of(row)}]},
+                None,
+            )
         runs.setdefault(row["trajectory"], []).append(step)
     return list(runs.items())
 
@@ -523,7 +499,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    workload = build_workload(_shared_dir(args.shared), args.calls)
+    workload = build_workload(shared_dir(args.shared), args.calls)
     # The workload's few hundred thousand objects are input, not engine state: keep the
     # collector from walking them on every full collection (it would bill both engines for it).
     gc.collect()

@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    python -m bench.bench_hashing            # or: python bench/bench_hashing.py
+    python -m bench.bench_hashing
     python -m bench.bench_hashing --repeat 5 --shared /path/to/shared
 
 The workload is every call of the development corpus (shared/eval/*.jsonl.gz: mini-swe-agent bash
@@ -18,17 +18,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import gzip
 import hashlib
 import json
-import os
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, text_of
 
 from loopwarden import canonical
 from loopwarden.canonical import UNDEFINED, hash_tool_call
@@ -47,45 +46,17 @@ class Call(NamedTuple):
 # --------------------------------------------------------------------------------------------
 
 
-def _shared_dir(explicit: str | None) -> Path:
-    candidates = [explicit, os.environ.get("LOOPWARDEN_SHARED")]
-    candidates.append(str(Path(__file__).resolve().parents[2] / "shared"))
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "eval").is_dir():
-            return Path(candidate)
-    sys.exit("shared/eval not found: pass --shared DIR or set LOOPWARDEN_SHARED")
-
-
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)
-
-
 def corpus_calls(shared: Path, rng: random.Random) -> list[Call]:
     """Real calls: bash commands as exec results, tau-bench tools as text results or errors."""
     calls = []
-    for row in _rows(shared / "eval" / "minisweagent_gemini3pro_verified.jsonl.gz"):
-        output = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
-        label = row["error"] or ""
-        exit_code = int(label.split("=")[1]) if label.startswith("returncode=") else 0
-        details = {
-            "status": "failed" if exit_code else "completed",
-            "exitCode": exit_code,
-            "durationMs": rng.randint(5, 30_000),
-            "aggregated": output,
-            "cwd": "/testbed",
-            "pid": rng.randint(100, 60_000),
-            "timedOut": label == "timeout",
-        }
-        result = {"content": [{"type": "text", "text": output}], "details": details}
+    for row in rows(shared / "eval" / MINI_SWE):
+        result = exec_result(row, rng)
         calls.append(Call("exec", {"command": row["args"]["command"]}, result, UNDEFINED))
-    for row in _rows(shared / "eval" / "taubench_airline_gpt4o.jsonl.gz"):
+    for row in rows(shared / "eval" / TAU_BENCH):
         if row["error"]:
             calls.append(Call(row["tool"], row["args"], UNDEFINED, row["error"]))
             continue
-        text = row["result"] if isinstance(row["result"], str) else json.dumps(row["result"])
-        result = {"content": [{"type": "text", "text": text}], "details": {}}
+        result = {"content": [{"type": "text", "text": text_of(row)}], "details": {}}
         calls.append(Call(row["tool"], row["args"], result, UNDEFINED))
     return calls
 
@@ -296,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     rng = random.Random(20260101)
-    calls = corpus_calls(_shared_dir(args.shared), rng) + synthetic_calls(rng, args.synthetic)
+    calls = corpus_calls(shared_dir(args.shared), rng) + synthetic_calls(rng, args.synthetic)
     rng.shuffle(calls)
     sizes = [len(json.dumps(c.result if c.result is not UNDEFINED else c.error)) for c in calls]
     print(f"workload: {len(calls):,} calls; result JSON bytes: mean {statistics.mean(sizes):,.0f},")
