@@ -20,6 +20,11 @@ if not SHARED.is_dir():  # CI clones the repo next to a copy of shared/
     SHARED = Path(os.environ.get("LOOPWARDEN_SHARED", "../shared")).resolve()
 
 
+# True when loopwarden's hot modules are the mypyc-compiled build (a regular wheel install):
+# their functions call each other directly, so spies set on module globals are not seen.
+COMPILED = not str(importlib.import_module("loopwarden.history").__file__).endswith(".py")
+
+
 def _must_have() -> bool:
     return os.environ.get("LOOPWARDEN_REQUIRE_ALL") == "1"
 

@@ -11,6 +11,8 @@ import pytest
 import loopwarden as lw
 from loopwarden.history import VETO_HASH, normalize_run_id, record_veto
 
+from _support import COMPILED
+
 CFG = {"enabled": True}
 READ = ("read", {"path": "a.py"})
 EXEC = ("exec", {"command": "ls"})
@@ -255,14 +257,23 @@ def test_loading_an_unknown_name_without_a_result_is_refused() -> None:
 def test_a_failed_history_assignment_leaves_the_state_unchanged() -> None:
     state = lw.SessionState()
     call(state, READ)
-    with pytest.raises(TypeError, match=r"history\[0\]\.run_id: expected a string or None"):
-        state.history = [lw.ToolCallRecord("read", "read:x", run_id=7)]  # type: ignore[arg-type]
+    bad = lw.ToolCallRecord("read", "read:x", unknown_tool_name="weather")
+    with pytest.raises(ValueError, match=r"history\[1\]: unknown_tool_name is set"):
+        state.history = [lw.ToolCallRecord("read", "read:y"), bad]
     assert len(state.history) == 1
+
+
+@pytest.mark.skipif(COMPILED, reason="the compiled ToolCallRecord refuses run_id=7 itself")
+def test_loading_a_record_with_a_non_string_run_id_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"history\[0\]\.run_id: expected a string or None"):
+        lw.SessionState([lw.ToolCallRecord("read", "read:x", run_id=7)])  # type: ignore[arg-type]
 
 
 def test_an_unhashable_tool_call_id_is_refused_without_changing_the_state() -> None:
     state = lw.SessionState()
-    with pytest.raises(TypeError, match="tool_call_id must be a string or None, got list"):
+    # The compiled build refuses it at the call, with mypyc's message.
+    refused = "tool_call_id must be a string or None, got list|str or None object expected"
+    with pytest.raises(TypeError, match=refused):
         lw.record_call(state, *READ, tool_call_id=["c1"])  # type: ignore[arg-type]
     assert len(state.history) == 0
     call(state, READ, tool_call_id="c1")  # the session still works

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,9 +164,7 @@ def test_any_history_rewrite_reaches_redis_exactly(url: str) -> None:
         expected = records
 
         def apply(session: GuardSession, new: list[lw.ToolCallRecord] = records) -> None:
-            session.state = session_state_from_records(
-                lw.ToolCallRecord(**{f: getattr(r, f) for f in r.__slots__}) for r in new
-            )
+            session.state = session_state_from_records(replace(r) for r in new)
 
         writer.update("diff", apply)
         peeked = reader.peek("diff")

@@ -26,7 +26,7 @@ import re
 import traceback
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 __all__ = [
     "UNDEFINED",
@@ -45,7 +45,7 @@ class UndefinedType:
     """Type of `UNDEFINED`, the stand-in for JavaScript's ``undefined`` (a singleton)."""
 
     __slots__ = ()
-    _instance: UndefinedType | None = None
+    _instance: ClassVar[UndefinedType | None] = None
 
     def __new__(cls) -> UndefinedType:
         if cls._instance is None:
@@ -80,8 +80,8 @@ _JS_WHITESPACE: Final = (
 )
 
 # A valid surrogate pair (kept, joined into one code point) or a lone surrogate (removed).
-_SURROGATES: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
-_ANY_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATES: Final = re.compile(r"[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+_ANY_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 
 _CIRCULAR: Final = '"[Circular]"'
 _NON_FINITE: Final = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}

@@ -9,7 +9,7 @@ walks over the history are in ``loopwarden.reference`` (the test oracle).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from loopwarden._engine import _Run
@@ -31,6 +31,11 @@ class Verdict:
     message: str | None = None
     paired_tool_name: str | None = None
     warning_key: str | None = None
+
+    def __reduce__(self) -> tuple[type[Verdict], tuple[object, ...]]:
+        # Copy and pickle through the constructor: a frozen dataclass compiled by mypyc cannot
+        # be rebuilt field by field (its __setattr__ refuses), the pure one does not care.
+        return (Verdict, tuple(getattr(self, field.name) for field in fields(self)))
 
 
 NOT_STUCK = Verdict()
@@ -190,9 +195,9 @@ def detect(
     tool: str,
     params: Any,
     config: Mapping[str, Any] | ResolvedConfig | None,
-    run_id: str | None = None,
+    run_id: object = None,
     *,
-    signature: str | None = None,
+    signature: object = None,
 ) -> Verdict:
     """The verdict for the next call, made *before* it is recorded (SPEC §5).
 

@@ -96,9 +96,9 @@ class SessionState:
         # its counters never heard of. So even a shallow copy gets its own records.
         return SessionState([replace(record) for record in self._records])
 
-    def _load(self, records: Iterable[ToolCallRecord]) -> None:
-        for position, record in enumerate(records):
-            _check_record(record, position)
+    def _load(self, records: Iterable[object]) -> None:
+        for position, item in enumerate(records):
+            record = _check_record(item, position)
             run = self._run(record.run_id)
             key = signature_key(record.tool_name, record.args_hash)
             if record.result_hash is None:
@@ -133,7 +133,7 @@ class SessionState:
                 run.evict(record)
 
 
-def _check_record(record: object, position: int) -> None:
+def _check_record(record: object, position: int) -> ToolCallRecord:
     """Refuse a loaded record the engine could not follow, saying which and why."""
     where = f"SessionState history[{position}]"
     if not isinstance(record, ToolCallRecord):
@@ -159,6 +159,7 @@ def _check_record(record: object, position: int) -> None:
             f"{where}: unknown_tool_name is set but result_hash is None; record_outcome only "
             "stores an unknown tool name together with its result hash"
         )
+    return record
 
 
 def normalize_run_id(run_id: object) -> str | None:
@@ -218,9 +219,9 @@ def record_call(
     params: Any,
     tool_call_id: str | None = None,
     config: ConfigLike = None,
-    run_id: str | None = None,
+    run_id: object = None,
     *,
-    signature: str | None = None,
+    signature: object = None,
 ) -> None:
     """Append a call with no result yet, then trim to ``historySize`` (SPEC §4).
 
@@ -251,10 +252,10 @@ def record_outcome(
     result: Any = UNDEFINED,
     error: Any = UNDEFINED,
     config: ConfigLike = None,
-    run_id: str | None = None,
+    run_id: object = None,
     *,
     send_tools: Collection[str] = (),
-    signature: str | None = None,
+    signature: object = None,
 ) -> ToolCallRecord | None:
     """Attach an outcome to the newest matching pending record, or append a new one (SPEC §4).
 
@@ -302,9 +303,9 @@ def record_veto(
     params: Any,
     tool_call_id: str | None = None,
     config: ConfigLike = None,
-    run_id: str | None = None,
+    run_id: object = None,
     *,
-    signature: str | None = None,
+    signature: object = None,
 ) -> ToolCallRecord:
     """Record a call the guard blocked, so that retrying it counts (``countBlockedCalls``).
 

@@ -1,0 +1,139 @@
+"""Hatchling build hook: compile the hot modules with mypyc when building a regular wheel.
+
+Optional speed-up only; the .py files stay in the wheel and are what runs whenever the
+compiled modules are absent:
+
+- editable installs (``pip install -e``) are never compiled, so the working tree's .py files
+  stay what runs in development;
+- ``LOOPWARDEN_PURE=1`` switches compilation off (a pure-Python ``py3-none-any`` wheel);
+- if compilation fails (no C compiler, a type error under the build's mypy...), the build
+  warns and produces the pure-Python wheel instead of failing.
+
+Nothing is written into the source tree: mypy's cache, the C sources, the object files and the
+extension modules live in a temporary directory that is removed when the wheel is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+# Compiled together into one extension group (calls between them stay native).
+COMPILED = [
+    "src/loopwarden/_engine.py",
+    "src/loopwarden/canonical.py",
+    "src/loopwarden/detectors.py",
+    "src/loopwarden/history.py",
+    "src/loopwarden/outcome.py",
+]
+# Build-only requirements of the compiled variant (the runtime dependencies are added too: mypy
+# follows the compiled modules' imports into config.py, pydantic, json5 and orjson).
+BUILD_REQUIRES = ["mypy==2.4.1", "setuptools>=70"]
+
+_COMPILE = textwrap.dedent(
+    """
+    import os
+    import sys
+    from setuptools import Distribution
+    from mypyc.build import mypycify
+
+    work, config, *paths = sys.argv[1:]
+    extensions = mypycify(
+        ["--config-file", config, "--cache-dir", work + "/mypy_cache", *paths],
+        target_dir=work + "/c",
+        # The shared library is loopwarden__mypyc.*.so at the top level: mypyc derives the
+        # modules' __file__ from its location and expects it there.
+        group_name="loopwarden",
+    )
+    dist = Distribution({"name": "loopwarden-mypyc", "ext_modules": extensions})
+    dist.script_args = ["build_ext", "--build-lib", work + "/lib", "--build-temp", work + "/tmp"]
+    dist.parse_command_line()
+    dist.run_commands()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skips tearing down mypy's objects at exit: about 10 s
+    """
+)
+
+
+def _pure_requested() -> bool:
+    return os.environ.get("LOOPWARDEN_PURE", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _missing_compiler() -> str | None:
+    """The C compiler setuptools would run, when it is not installed (None: found, or MSVC)."""
+    if os.name == "nt":
+        return None
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    name = shlex.split(command)[0]
+    return None if shutil.which(name) else name
+
+
+def _resolving_editable_requires() -> bool:
+    # get_requires_for_build_editable() cannot tell the hook it is asking for an editable build;
+    # its frame on the stack does.
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "get_requires_for_build_editable":
+            return True
+        frame = frame.f_back
+    return False
+
+
+class MypycHook(BuildHookInterface):  # type: ignore[type-arg]
+    PLUGIN_NAME = "custom"
+
+    def dependencies(self) -> list[str]:
+        if _pure_requested() or _resolving_editable_requires() or _missing_compiler():
+            return []
+        return [*BUILD_REQUIRES, *self.metadata.core.dependencies]
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        self._work: str | None = None
+        if self.target_name != "wheel" or version == "editable" or _pure_requested():
+            return
+        compiler = _missing_compiler()
+        if compiler is not None:
+            self.app.display_warning(
+                f"loopwarden: no C compiler ({compiler}), building the pure-Python wheel"
+            )
+            return
+        work = tempfile.mkdtemp(prefix="loopwarden-mypyc-")
+        self._work = work
+        root = Path(self.root)
+        command = [
+            sys.executable,
+            "-c",
+            _COMPILE,
+            work,
+            str(root / "pyproject.toml"),
+            *(str(root / path) for path in COMPILED),
+        ]
+        # cwd outside the project: setuptools must not read the project's pyproject.toml.
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
+        built = sorted(Path(work, "lib").rglob("*.so")) + sorted(Path(work, "lib").rglob("*.pyd"))
+        if done.returncode != 0 or len(built) != len(COMPILED) + 1:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            self.app.display_warning(
+                "loopwarden: mypyc compilation failed, building the pure-Python wheel instead"
+                f" (set LOOPWARDEN_PURE=1 to skip the attempt):\n{tail}"
+            )
+            return
+        for path in built:
+            build_data["force_include"][str(path)] = path.relative_to(Path(work, "lib")).as_posix()
+        build_data["pure_python"] = False
+        build_data["infer_tag"] = True
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        if getattr(self, "_work", None):
+            shutil.rmtree(self._work, ignore_errors=True)
