@@ -22,6 +22,7 @@ import hashlib
 import json
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -173,39 +174,44 @@ def _baseline_orjson(call: Call) -> None:
 @contextlib.contextmanager
 def _canonical_writer(mode: str) -> Iterator[None]:
     """Force one writer: "exact" (fast path off), "stdlib" or "orjson" (fast path on)."""
-    saved_fast, saved_encoder = canonical._stringify_fast, canonical._encoder
+    saved_form, saved_encoder, saved_dumps = (
+        canonical._plain_form,
+        canonical._encoder,
+        canonical._orjson_dumps,
+    )
     try:
-        if mode == "exact":
-            canonical._stringify_fast = lambda value, encode=None: None
+        if mode == "exact":  # the fast path's type walk refuses everything
+            canonical._plain_form = lambda value, depth: canonical._REFUSED
         else:
             canonical._set_fast_encoder(mode)
         yield
     finally:
-        canonical._stringify_fast = saved_fast
-        canonical._encoder = saved_encoder
+        canonical._plain_form = saved_form
+        canonical._encoder, canonical._orjson_dumps = saved_encoder, saved_dumps
 
 
 def _digest_inputs(calls: list[Call]) -> tuple[list[object], list[bytes], float]:
     """The values loopwarden digests for the workload, their canonical bytes, the fast share."""
     values: list[object] = []
-    inputs: list[bytes] = []
-    taken = 0
-    real_fast = canonical._stringify_fast
+    real_form = canonical._plain_form
 
-    def recording(value: object, encode: Any = None) -> bytes | None:
-        nonlocal taken
-        data = real_fast(value, encode)
-        taken += data is not None
-        values.append(value)
-        inputs.append(data if data is not None else canonical._stringify_exact(value).encode())
-        return data
+    def recording(value: object, depth: int) -> object:
+        if depth == 0:  # digest_stable's own call, not the walk's recursion
+            values.append(value)
+        return real_form(value, depth)
 
-    canonical._stringify_fast = recording
+    canonical._plain_form = recording
     try:
         for call in calls:
             _loopwarden(call)
     finally:
-        canonical._stringify_fast = real_fast
+        canonical._plain_form = real_form
+    inputs: list[bytes] = []
+    taken = 0
+    for value in values:
+        data = canonical._stringify_fast(value)
+        taken += data is not None
+        inputs.append(data if data is not None else canonical._stringify_exact(value).encode())
     return values, inputs, taken / len(inputs)
 
 
@@ -265,6 +271,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per option")
     parser.add_argument("--synthetic", type=int, default=7_000, help="synthetic calls to add")
     args = parser.parse_args(argv)
+    if not canonical.__file__ or not canonical.__file__.endswith(".py"):
+        # The rows below swap canonical.py's functions, which compiled code does not see.
+        sys.exit(
+            f"bench_hashing compares the interpreted writers, but loopwarden.canonical is the "
+            f"compiled build ({canonical.__file__}): run it from an editable install "
+            "(pip install -e .); bench.bench_engine measures either build."
+        )
 
     rng = random.Random(20260101)
     calls = corpus_calls(shared_dir(args.shared), rng) + synthetic_calls(rng, args.synthetic)

@@ -442,9 +442,7 @@ def signature_key(tool: str, signature: str) -> SigKey:
     return (tool, signature)
 
 
-# Immutable types: the same object always has the same canonical text (SPEC §2).
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-Memo = tuple[str, str, int, tuple[tuple[Any, Any], ...]]  # signature, tool, size, items
+Memo = tuple[str, str, tuple[Any, ...]]  # signature, tool, the params' keys and values, flat
 
 
 def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | None]:
@@ -452,23 +450,35 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
 
     detect, record_call and record_outcome of one call hash the same params three times. When
     params is a plain dict whose keys and values are the very objects remembered from the last
-    hash, and those were all immutable scalars, its canonical text (hence its signature) cannot
-    have changed. Identity, not equality: no ``__eq__`` runs, ``1`` never stands in for ``True``,
-    and a dict changed in place since holds other objects. Anything else (nesting, subclasses,
-    ``update_plan``'s normaliser) is hashed afresh. Returns the signature and the memo to keep.
+    hash, and those were all immutable scalars (str, int, float, bool, None: the same object
+    always has the same canonical text, SPEC §2), its signature cannot have changed. Identity,
+    not equality: no ``__eq__`` runs, ``1`` never stands in for ``True``, and a dict changed in
+    place since holds other objects. Anything else (nesting, subclasses, ``update_plan``'s
+    normaliser) is hashed afresh. Returns the signature and the memo to keep.
     """
     if type(params) is not dict or tool == "update_plan":
         return hash_tool_call(tool, params), memo
-    items = params.items()
-    if memo is not None and memo[1] == tool and len(items) == memo[2]:
-        for (key, value), (old_key, old_value) in zip(items, memo[3], strict=True):
-            if key is not old_key or value is not old_value:
-                break
-        else:
-            return memo[0], memo
+    fields: dict[Any, Any] = params
+    if memo is not None and memo[1] == tool:
+        flat = memo[2]
+        if len(fields) * 2 == len(flat):
+            at = 0
+            for key, value in fields.items():
+                if key is not flat[at] or value is not flat[at + 1]:
+                    break
+                at += 2
+            else:
+                return memo[0], memo
     result = hash_tool_call(tool, params)
-    snapshot = tuple(items)
-    for key, value in snapshot:
-        if type(key) not in _SCALARS or type(value) not in _SCALARS:
+    remembered: list[Any] = []
+    for key, value in fields.items():
+        if type(key) is not str or not _is_scalar(value):
             return result, memo
-    return result, (result, tool, len(snapshot), snapshot)
+        remembered.append(key)
+        remembered.append(value)
+    return result, (result, tool, tuple(remembered))
+
+
+def _is_scalar(value: object) -> bool:
+    kind = type(value)
+    return kind is str or kind is int or kind is float or kind is bool or value is None

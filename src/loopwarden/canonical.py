@@ -374,7 +374,6 @@ def _stringify_fast(value: object, encode: Callable[[object], bytes] | None = No
 
 
 _REFUSED: Final = object()
-_PLAIN_SCALARS: Final = frozenset({str, int, bool, type(None)})
 
 
 def _plain_form(value: Any, depth: int) -> Any:
@@ -387,42 +386,56 @@ def _plain_form(value: Any, depth: int) -> Any:
     _MAX_FAST_DEPTH is refused, which also rules out cycles.
     """
     kind = type(value)
-    if kind in _PLAIN_SCALARS:
+    if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
         return _plain_float(value)
     if depth >= _MAX_FAST_DEPTH:
         return _REFUSED
-    depth += 1
     if kind is dict:
-        copy: dict[Any, Any] | None = None
-        for key, item in value.items():
-            if type(key) is not str or not (key.isascii() or _ASTRAL.search(key) is None):
-                return _REFUSED
-            if type(item) in _PLAIN_SCALARS:  # inline: a call per leaf would double the cost
-                continue
-            plain = _plain_form(item, depth)
-            if plain is not item:
-                if plain is _REFUSED:
-                    return _REFUSED
-                if copy is None:
-                    copy = dict(value)
-                copy[key] = plain
-        return value if copy is None else copy
+        return _plain_dict(value, depth + 1)
     if kind is list or kind is tuple:
-        copied: list[Any] | None = None
-        for index, item in enumerate(value):
-            if type(item) in _PLAIN_SCALARS:
-                continue
-            plain = _plain_form(item, depth)
-            if plain is not item:
-                if plain is _REFUSED:
-                    return _REFUSED
-                if copied is None:
-                    copied = list(value)
-                copied[index] = plain
-        return value if copied is None else copied
+        return _plain_array(value, depth + 1)
     return _REFUSED
+
+
+def _plain_dict(value: dict[Any, Any], depth: int) -> Any:
+    # Typed containers and exact-type tests (not a set lookup) keep the compiled build on
+    # native operations; the interpreted one does not mind.
+    copy: dict[Any, Any] | None = None
+    for key, item in value.items():
+        if type(key) is not str:
+            return _REFUSED
+        text: str = key
+        if not text.isascii() and _ASTRAL.search(text) is not None:
+            return _REFUSED
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue  # inline: a call per leaf would double the cost
+        plain = _plain_form(item, depth)
+        if plain is not item:
+            if plain is _REFUSED:
+                return _REFUSED
+            if copy is None:
+                copy = dict(value)
+            copy[key] = plain
+    return value if copy is None else copy
+
+
+def _plain_array(value: list[Any] | tuple[Any, ...], depth: int) -> Any:
+    copied: list[Any] | None = None
+    for index, item in enumerate(value):
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        plain = _plain_form(item, depth)
+        if plain is not item:
+            if plain is _REFUSED:
+                return _REFUSED
+            if copied is None:
+                copied = list(value)
+            copied[index] = plain
+    return value if copied is None else copied
 
 
 def _plain_float(number: float) -> object:
@@ -453,23 +466,35 @@ _STDLIB_ENCODER: Final[Callable[[object, int], list[str]]] = (
 )
 
 _encoder: Callable[[object], bytes] | None = None
+# orjson.dumps itself while orjson is the fast-path encoder, for `digest_stable` to call directly.
+_orjson_dumps: Callable[..., bytes] | None = None
+_ORJSON_SORT_KEYS: Final = 1 << 5  # orjson.OPT_SORT_KEYS (checked when orjson is chosen)
+_sha256: Final = hashlib.sha256
 
 
 def _fast_encoder() -> Callable[[object], bytes]:
     """orjson when it imports (several times faster on long strings), else the stdlib encoder."""
-    global _encoder
     if _encoder is None:
         try:
-            _encoder = _make_encoder("orjson")
+            _set_fast_encoder("orjson")
         except ImportError:
-            _encoder = _make_encoder("stdlib")
+            _set_fast_encoder("stdlib")
+    assert _encoder is not None
     return _encoder
 
 
 def _set_fast_encoder(name: str) -> None:
     """Choose the fast-path encoder: "orjson" or "stdlib" (benchmarks compare them)."""
-    global _encoder
+    global _encoder, _orjson_dumps
     _encoder = _make_encoder(name)
+    if name == "orjson":
+        import orjson
+
+        if orjson.OPT_SORT_KEYS != _ORJSON_SORT_KEYS:
+            raise ImportError(f"orjson {orjson.__version__}: unexpected OPT_SORT_KEYS value")
+        _orjson_dumps = orjson.dumps
+    else:
+        _orjson_dumps = None
 
 
 def _make_encoder(name: str) -> Callable[[object], bytes]:
@@ -500,10 +525,17 @@ def stable_stringify(value: object) -> str:
 
 def digest_stable(value: object) -> str:
     """Lowercase hex SHA-256 of the UTF-8 of `stable_stringify(value)`."""
-    data = _stringify_fast(value)
-    if data is None:
-        data = _stringify_exact(value).encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
+    # `_stringify_fast`, inlined: this runs twice per tool call, and each Python frame saved
+    # is a measurable share of hashing a small value.
+    plain = _plain_form(value, 0)
+    if plain is not _REFUSED:
+        try:
+            if _orjson_dumps is not None:
+                return _sha256(_orjson_dumps(plain, option=_ORJSON_SORT_KEYS)).hexdigest()
+            return _sha256((_encoder or _fast_encoder())(plain)).hexdigest()
+        except (ValueError, TypeError):  # surrogates, huge ints: the exact walker handles them
+            pass
+    return _sha256(_stringify_exact(value).encode("utf-8")).hexdigest()
 
 
 def normalize_params(tool: str, params: object) -> object:
