@@ -269,12 +269,20 @@ def test_loading_a_record_with_a_non_string_run_id_is_refused() -> None:
         lw.SessionState([lw.ToolCallRecord("read", "read:x", run_id=7)])  # type: ignore[arg-type]
 
 
-def test_an_unhashable_tool_call_id_is_refused_without_changing_the_state() -> None:
+@pytest.mark.parametrize("bad", [["c1"], 7, b"c1"], ids=["list", "int", "bytes"])
+def test_a_tool_call_id_that_is_not_a_string_is_refused_without_changing_the_state(
+    bad: object,
+) -> None:
+    # The same error from both builds (the compiled one would otherwise say it its own way, and
+    # the interpreted one would have taken a hashable id).
     state = lw.SessionState()
-    # The compiled build refuses it at the call, with mypyc's message.
-    refused = "tool_call_id must be a string or None, got list|str or None object expected"
+    refused = f"tool_call_id must be a string or None, got {type(bad).__name__}"
     with pytest.raises(TypeError, match=refused):
-        lw.record_call(state, *READ, tool_call_id=["c1"])  # type: ignore[arg-type]
+        lw.record_call(state, *READ, tool_call_id=bad)
+    with pytest.raises(TypeError, match=refused):
+        lw.record_outcome(state, *READ, tool_call_id=bad, result="x")
+    with pytest.raises(TypeError, match=refused):
+        record_veto(state, *READ, tool_call_id=bad)
     assert len(state.history) == 0
     call(state, READ, tool_call_id="c1")  # the session still works
     assert outcome(state, READ, tool_call_id="c1", result="x") == state.history[0]

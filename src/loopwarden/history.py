@@ -213,11 +213,21 @@ def _checked_signature(tool: str, signature: object) -> str:
     return signature
 
 
+def _checked_call_id(tool_call_id: object) -> str | None:
+    """A tool-call id: a string or None, the same refusal in the interpreted and compiled builds."""
+    if tool_call_id is None or isinstance(tool_call_id, str):
+        return tool_call_id
+    raise TypeError(
+        f"tool_call_id must be a string or None, got {type(tool_call_id).__name__}: pass the "
+        "id your runtime gave the call as a str (or None when it has none)"
+    )
+
+
 def record_call(
     state: SessionState,
     tool: str,
     params: Any,
-    tool_call_id: str | None = None,
+    tool_call_id: object = None,
     config: ConfigLike = None,
     run_id: object = None,
     *,
@@ -228,6 +238,7 @@ def record_call(
     ``signature``: ``hash_tool_call(tool, params)`` when the caller already has it (it is then
     not computed again); ``ValueError`` if it does not have that shape.
     """
+    call_id = _checked_call_id(tool_call_id)
     if signature is not None:
         signature = _checked_signature(tool, signature)
     if type(config) is not ResolvedConfig:
@@ -235,7 +246,7 @@ def record_call(
     if signature is None:
         signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
-    record = ToolCallRecord(tool, signature, tool_call_id, run_key, None, None, _time() * 1000.0)
+    record = ToolCallRecord(tool, signature, call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
     run.add_pending(record, signature)
     records = state._records
@@ -248,7 +259,7 @@ def record_outcome(
     state: SessionState,
     tool: str,
     params: Any,
-    tool_call_id: str | None = None,
+    tool_call_id: object = None,
     result: Any = UNDEFINED,
     error: Any = UNDEFINED,
     config: ConfigLike = None,
@@ -262,6 +273,7 @@ def record_outcome(
     Returns the stored record, or None when the outcome has no hash (nothing is stored).
     ``signature``: as for :func:`record_call`.
     """
+    call_id = _checked_call_id(tool_call_id)
     if signature is not None:
         signature = _checked_signature(tool, signature)
     if type(config) is not ResolvedConfig:
@@ -273,7 +285,7 @@ def record_outcome(
         signature, state._memo = signature_of(state._memo, tool, params)
     run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
     run = state._runs.get(run_key)
-    seg = None if run is None else run.match(signature, tool_call_id)
+    seg = None if run is None else run.match(signature, call_id)
     if seg is not None:
         record = seg.pending
         assert record is not None and run is not None
@@ -281,7 +293,7 @@ def record_outcome(
         run.complete(seg, result_hash, unknown)
         return record
     record = ToolCallRecord(
-        tool, signature, tool_call_id, run_key, result_hash, unknown, _time() * 1000.0
+        tool, signature, call_id, run_key, result_hash, unknown, _time() * 1000.0
     )
     if run is None:
         run = state._run(run_key)
@@ -301,7 +313,7 @@ def record_veto(
     state: SessionState,
     tool: str,
     params: Any,
-    tool_call_id: str | None = None,
+    tool_call_id: object = None,
     config: ConfigLike = None,
     run_id: object = None,
     *,
@@ -315,6 +327,7 @@ def record_veto(
     no later outcome attaches to it. Appended and trimmed like any record (SPEC §4).
     ``signature``: as for :func:`record_call`.
     """
+    call_id = _checked_call_id(tool_call_id)
     if signature is not None:
         signature = _checked_signature(tool, signature)
     history_size = resolve_config(config).history_size
@@ -324,9 +337,7 @@ def record_veto(
     run = state._runs.get(run_key) or state._run(run_key)
     sig = run.sigs.get(signature)
     result_hash = VETO_HASH if sig is None or sig.latest is None else sig.latest
-    record = ToolCallRecord(
-        tool, signature, tool_call_id, run_key, result_hash, None, _time() * 1000.0
-    )
+    record = ToolCallRecord(tool, signature, call_id, run_key, result_hash, None, _time() * 1000.0)
     run.add_done(record, signature, result_hash)
     state._records.append(record)
     if len(state._records) > history_size:
