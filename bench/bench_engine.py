@@ -18,6 +18,14 @@ For historySize 30, 1,000 and 10,000 it prints µs per call of the incremental e
 spent hashing (3 × ``hash_tool_call`` + ``hash_tool_outcome``, the same for both engines), and the
 memory one session holds at the end and at its peak (tracemalloc, separate pass).
 
+The first line names the build measured: the pure-Python .py files (an editable install) or the
+mypyc-compiled engine (a regular wheel, ``pip install .``), with the module's path. Measure the
+build you report: to measure the compiled one, install it into a venv and run this module from
+the repository root with that venv's python. The "engine alone" columns swap the hash functions
+the engines look up in their module globals; compiled code calls them directly and does not see
+the swap, so with the compiled build loopwarden's column shows "n/a (compiled)" (the reference
+engine is never compiled: its columns stay valid).
+
 The ``LoopGuard`` rows run the same workload through the facade a runtime calls:
 ``before_tool_call`` → (the tool runs only when allowed) → ``after_tool_call``, one
 ``MemoryStore`` session, with the default profile (``{"enabled": true}``) and with
@@ -54,6 +62,7 @@ from loopwarden import detectors as detectors_module
 from loopwarden import history as history_module
 from loopwarden import reference
 from loopwarden.canonical import UNDEFINED, hash_tool_call
+from loopwarden.cli import engine_build, engine_compiled
 from loopwarden.config import ResolvedConfig
 from loopwarden.detectors import detect
 from loopwarden.guard import LoopGuard
@@ -365,8 +374,11 @@ def _memory(engine: Engine, workload: list[Call], config: ResolvedConfig) -> tup
 def _engine_table(workload: list[Call], args: argparse.Namespace) -> None:
     """µs per call of the incremental and the reference engine, with and without hashing."""
     n = len(workload)
+    # Compiled code does not see hashing_precomputed's swapped globals: no "alone" number.
+    compiled = engine_compiled()
+    alone_width = 14 if compiled else 12
     header = (
-        f"{'historySize':>11} | {'loopwarden µs/call':>22} | {'engine alone':>12} | "
+        f"{'historySize':>11} | {'loopwarden µs/call':>22} | {'engine alone':>{alone_width}} | "
         f"{'reference µs/call':>17} | {'engine alone':>12} | {'OpenClaw':>8}"
     )
     # Rounds interleave the sizes and engines, so a burst of load elsewhere on the machine hits
@@ -383,15 +395,17 @@ def _engine_table(workload: list[Call], args: argparse.Namespace) -> None:
                 engine = ENGINES[name]
                 run = functools.partial(replay, engine, workload, config)
                 times.setdefault((size, name), []).append(_cpu_us(run, n))
+                if name == "loopwarden" and compiled:
+                    continue
                 with hashing_precomputed(workload):
                     times.setdefault((size, name + " alone"), []).append(_cpu_us(run, n))
     print(header)
     print("-" * len(header))
     for size in HISTORY_SIZES:
         fast = times[size, "loopwarden"]
+        alone = "n/a (compiled)" if compiled else f"{min(times[size, 'loopwarden alone']):>12.2f}"
         print(
-            f"{size:>11,} | {min(fast):>8.2f} (worst {max(fast):>6.2f}) | "
-            f"{min(times[size, 'loopwarden alone']):>12.2f} | "
+            f"{size:>11,} | {min(fast):>8.2f} (worst {max(fast):>6.2f}) | {alone} | "
             f"{min(times[size, 'reference']):>17.2f} | "
             f"{min(times[size, 'reference alone']):>12.2f} | {OPENCLAW_US[size]:>8}"
         )
@@ -499,6 +513,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
+    history_file = history_module.__file__
+    print(f"build: {engine_build()}; loopwarden.history from {history_file}")
+    if args.compare is not None and engine_compiled():
+        print(f"  (--compare {args.compare} runs that tree's .py files: pure Python)")
     workload = build_workload(shared_dir(args.shared), args.calls)
     # The workload's few hundred thousand objects are input, not engine state: keep the
     # collector from walking them on every full collection (it would bill both engines for it).
