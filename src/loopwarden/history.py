@@ -23,7 +23,7 @@ from loopwarden.outcome import hash_tool_outcome
 ConfigLike = Mapping[str, Any] | ResolvedConfig | None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ToolCallRecord:
     """One recorded tool call; ``result_hash`` is filled when its outcome arrives.
 
@@ -38,6 +38,26 @@ class ToolCallRecord:
     result_hash: str | None = None
     unknown_tool_name: str | None = None
     timestamp: float = 0.0
+
+    def __init__(
+        self,
+        tool_name: str,
+        args_hash: str,
+        tool_call_id: str | None = None,
+        run_id: str | None = None,
+        result_hash: str | None = None,
+        unknown_tool_name: str | None = None,
+        timestamp: float = 0.0,
+    ) -> None:
+        # Written out instead of generated (init=False): the compiled build runs this as native
+        # code, where the generated __init__ would be interpreted, once per recorded call.
+        self.tool_name = tool_name
+        self.args_hash = args_hash
+        self.tool_call_id = tool_call_id
+        self.run_id = run_id
+        self.result_hash = result_hash
+        self.unknown_tool_name = unknown_tool_name
+        self.timestamp = timestamp
 
 
 class SessionState:
