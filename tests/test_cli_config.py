@@ -18,12 +18,6 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_version() -> None:
-    done = run("--version")
-    assert done.returncode == 0
-    assert done.stdout.strip() == f"loopwarden {lw.__version__}"
-
-
 def test_check_prints_the_effective_resolved_config_of_an_agent() -> None:
     done = run("config", "check", str(EXAMPLE), "--agent", "ops")
     assert done.returncode == 0, done.stderr
