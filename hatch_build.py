@@ -7,7 +7,8 @@ compiled modules are absent:
   stay what runs in development;
 - ``LOOPWARDEN_PURE=1`` switches compilation off (a pure-Python ``py3-none-any`` wheel);
 - if compilation fails (no C compiler, a type error under the build's mypy...), the build
-  warns and produces the pure-Python wheel instead of failing.
+  warns and produces the pure-Python wheel instead of failing; ``LOOPWARDEN_REQUIRE_COMPILED=1``
+  makes it fail instead (for release builds and anyone who must not get the slow engine).
 
 Nothing is written into the source tree: mypy's cache, the C sources, the object files and the
 extension modules live in a temporary directory that is removed when the wheel is written.
@@ -23,6 +24,7 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import types
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +68,12 @@ _COMPILE = textwrap.dedent(
 )
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
 def _pure_requested() -> bool:
-    return os.environ.get("LOOPWARDEN_PURE", "").strip().lower() not in ("", "0", "false", "no")
+    return _flag("LOOPWARDEN_PURE")
 
 
 def _missing_compiler() -> str | None:
@@ -82,7 +88,7 @@ def _missing_compiler() -> str | None:
 def _resolving_editable_requires() -> bool:
     # get_requires_for_build_editable() cannot tell the hook it is asking for an editable build;
     # its frame on the stack does.
-    frame = sys._getframe()
+    frame: types.FrameType | None = sys._getframe()
     while frame is not None:
         if frame.f_code.co_name == "get_requires_for_build_editable":
             return True
@@ -104,9 +110,7 @@ class MypycHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         compiler = _missing_compiler()
         if compiler is not None:
-            self.app.display_warning(
-                f"loopwarden: no C compiler ({compiler}), building the pure-Python wheel"
-            )
+            self._fall_back(f"no C compiler ({compiler})")
             return
         work = tempfile.mkdtemp(prefix="loopwarden-mypyc-")
         self._work = work
@@ -124,16 +128,26 @@ class MypycHook(BuildHookInterface):  # type: ignore[type-arg]
         built = sorted(Path(work, "lib").rglob("*.so")) + sorted(Path(work, "lib").rglob("*.pyd"))
         if done.returncode != 0 or len(built) != len(COMPILED) + 1:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            self.app.display_warning(
-                "loopwarden: mypyc compilation failed, building the pure-Python wheel instead"
-                f" (set LOOPWARDEN_PURE=1 to skip the attempt):\n{tail}"
-            )
+            self._fall_back(f"mypyc compilation failed:\n{tail}")
             return
         for path in built:
             build_data["force_include"][str(path)] = path.relative_to(Path(work, "lib")).as_posix()
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 
+    def _fall_back(self, why: str) -> None:
+        if _flag("LOOPWARDEN_REQUIRE_COMPILED"):
+            raise RuntimeError(
+                f"loopwarden: LOOPWARDEN_REQUIRE_COMPILED is set, but the engine cannot be "
+                f"compiled: {why}\nInstall a C compiler (e.g. apt-get install gcc python3-dev), "
+                "or unset LOOPWARDEN_REQUIRE_COMPILED to accept the pure-Python build."
+            )
+        self.app.display_warning(
+            f"loopwarden: {why}\nbuilding the pure-Python wheel instead (LOOPWARDEN_PURE=1 skips "
+            "the attempt; LOOPWARDEN_REQUIRE_COMPILED=1 makes this an error)"
+        )
+
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
-        if getattr(self, "_work", None):
-            shutil.rmtree(self._work, ignore_errors=True)
+        work = getattr(self, "_work", None)
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
