@@ -32,6 +32,7 @@ from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, te
 
 from loopwarden import canonical
 from loopwarden.canonical import UNDEFINED, hash_tool_call
+from loopwarden.cli import engine_compiled
 from loopwarden.outcome import hash_tool_outcome
 
 
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per option")
     parser.add_argument("--synthetic", type=int, default=7_000, help="synthetic calls to add")
     args = parser.parse_args(argv)
-    if not canonical.__file__ or not canonical.__file__.endswith(".py"):
+    if engine_compiled():
         # The rows below swap canonical.py's functions, which compiled code does not see.
         sys.exit(
             f"bench_hashing compares the interpreted writers, but loopwarden.canonical is the "
