@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 from typing import Any
 
@@ -404,3 +405,17 @@ def test_a_copied_state_is_independent_of_the_original() -> None:
     assert state.history[0].result_hash is not None
     assert twin.history[0].result_hash is None
     assert outcome(twin, READ, result="text") == state.history[0]
+
+
+def test_a_record_survives_copy_deepcopy_pickle_and_replace_with_every_field() -> None:
+    # Both builds: the compiled ToolCallRecord cannot be rebuilt by the default protocol (an
+    # empty object, then its state), so the record says how to rebuild it.
+    record = lw.ToolCallRecord("exec", "exec:x", "c1", "run", "h", "weather", 12.5)
+    for clone in (
+        copy.copy(record),
+        copy.deepcopy(record),
+        pickle.loads(pickle.dumps(record)),
+        dataclasses.replace(record),
+    ):
+        assert clone == record and clone is not record
+        assert dataclasses.astuple(clone) == ("exec", "exec:x", "c1", "run", "h", "weather", 12.5)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from loopwarden._engine import Memo, RunKey, _Run, signature_key
@@ -58,6 +58,11 @@ class ToolCallRecord:
         self.result_hash = result_hash
         self.unknown_tool_name = unknown_tool_name
         self.timestamp = timestamp
+
+    def __reduce__(self) -> tuple[type[ToolCallRecord], tuple[object, ...]]:
+        # Copy and pickle through the constructor: the compiled class's __new__ runs __init__,
+        # so the default protocol (an empty object, then its state) fails there.
+        return (ToolCallRecord, tuple(getattr(self, field.name) for field in fields(self)))
 
 
 class SessionState:
