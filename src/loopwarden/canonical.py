@@ -368,6 +368,8 @@ def _stringify_fast(value: object, encode: Callable[[object], bytes] | None = No
     if plain is _REFUSED:
         return None
     try:
+        if encode is None and _orjson_dumps is not None:  # the usual case, without a closure
+            return _orjson_dumps(plain, option=_ORJSON_SORT_KEYS)
         return (encode or _encoder or _fast_encoder())(plain)
     except (ValueError, TypeError):  # surrogates, huge ints: the exact walker handles them
         return None
@@ -466,7 +468,7 @@ _STDLIB_ENCODER: Final[Callable[[object, int], list[str]]] = (
 )
 
 _encoder: Callable[[object], bytes] | None = None
-# orjson.dumps itself while orjson is the fast-path encoder, for `digest_stable` to call directly.
+# orjson.dumps itself while orjson is the fast-path encoder, for `_stringify_fast` to call directly.
 _orjson_dumps: Callable[..., bytes] | None = None
 _ORJSON_SORT_KEYS: Final = 1 << 5  # orjson.OPT_SORT_KEYS (checked when orjson is chosen)
 _sha256: Final = hashlib.sha256
@@ -525,17 +527,10 @@ def stable_stringify(value: object) -> str:
 
 def digest_stable(value: object) -> str:
     """Lowercase hex SHA-256 of the UTF-8 of `stable_stringify(value)`."""
-    # `_stringify_fast`, inlined: this runs twice per tool call, and each Python frame saved
-    # is a measurable share of hashing a small value.
-    plain = _plain_form(value, 0)
-    if plain is not _REFUSED:
-        try:
-            if _orjson_dumps is not None:
-                return _sha256(_orjson_dumps(plain, option=_ORJSON_SORT_KEYS)).hexdigest()
-            return _sha256((_encoder or _fast_encoder())(plain)).hexdigest()
-        except (ValueError, TypeError):  # surrogates, huge ints: the exact walker handles them
-            pass
-    return _sha256(_stringify_exact(value).encode("utf-8")).hexdigest()
+    data = _stringify_fast(value)
+    if data is None:
+        data = _stringify_exact(value).encode("utf-8")
+    return _sha256(data).hexdigest()
 
 
 def normalize_params(tool: str, params: object) -> object:
