@@ -210,7 +210,7 @@ def detect(
         config = resolve_config(config)
     if config.enabled is not True:  # detection_enabled (§1.3), without the property call
         return NOT_STUCK
-    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
+    run_key = state._key(run_id)
     run = state._runs.get(run_key)
     if run is None:  # no record of this run: every count is 0
         return NOT_STUCK

@@ -146,9 +146,10 @@ class SessionState:
             run = self._runs[run_id] = _Run()
         return run
 
-    def _trim(self, history_size: int) -> None:
-        """Drop the session's oldest records, whatever their run (SPEC §4)."""
+    def _append(self, record: ToolCallRecord, history_size: int) -> None:
+        """Append a record its run has taken in, then trim: the oldest go, whatever their run."""
         records, runs = self._records, self._runs
+        records.append(record)
         while len(records) > history_size:
             record = records.popleft()
             run = runs[record.run_id]
@@ -270,14 +271,11 @@ def record_call(
         config = resolve_config(config)
     if signature is None:
         signature, state._memo = signature_of(state._memo, tool, params)
-    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
+    run_key = state._key(run_id)
     record = ToolCallRecord(tool, signature, call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
     run.add_pending(record, signature)
-    records = state._records
-    records.append(record)
-    if len(records) > config.history_size:
-        state._trim(config.history_size)
+    state._append(record, config.history_size)
 
 
 def record_outcome(
@@ -308,7 +306,7 @@ def record_outcome(
         return None
     if signature is None:
         signature, state._memo = signature_of(state._memo, tool, params)
-    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
+    run_key = state._key(run_id)
     run = state._runs.get(run_key)
     seg = None if run is None else run.match(signature, call_id)
     if seg is not None:
@@ -323,10 +321,7 @@ def record_outcome(
     if run is None:
         run = state._run(run_key)
     run.add_done(record, signature, result_hash)
-    records = state._records
-    records.append(record)
-    if len(records) > config.history_size:
-        state._trim(config.history_size)
+    state._append(record, config.history_size)
     return record
 
 
@@ -358,13 +353,11 @@ def record_veto(
     history_size = resolve_config(config).history_size
     if signature is None:
         signature, state._memo = signature_of(state._memo, tool, params)
-    run_key = state._run_key if run_id is state._raw_run else state._key(run_id)
+    run_key = state._key(run_id)
     run = state._runs.get(run_key) or state._run(run_key)
     sig = run.sigs.get(signature)
     result_hash = VETO_HASH if sig is None or sig.latest is None else sig.latest
     record = ToolCallRecord(tool, signature, call_id, run_key, result_hash, None, _time() * 1000.0)
     run.add_done(record, signature, result_hash)
-    state._records.append(record)
-    if len(state._records) > history_size:
-        state._trim(history_size)
+    state._append(record, history_size)
     return record
