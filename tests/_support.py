@@ -15,6 +15,8 @@ from types import ModuleType
 
 import pytest
 
+from loopwarden.cli import engine_compiled
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 if not SHARED.is_dir():  # CI clones the repo next to a copy of shared/
     SHARED = Path(os.environ.get("LOOPWARDEN_SHARED", "../shared")).resolve()
@@ -22,7 +24,7 @@ if not SHARED.is_dir():  # CI clones the repo next to a copy of shared/
 
 # True when loopwarden's hot modules are the mypyc-compiled build (a regular wheel install):
 # their functions call each other directly, so spies set on module globals are not seen.
-COMPILED = not str(importlib.import_module("loopwarden.history").__file__).endswith(".py")
+COMPILED = engine_compiled()
 
 
 def _must_have() -> bool:
