@@ -2,27 +2,67 @@
 
 OpenClaw's ``tools.loopDetection`` (rolling-history detectors and the post-compaction guard),
 re-implemented exactly in Python. ``SPEC.md`` section numbers are cited throughout the code.
+
+The public names below load lazily (PEP 562): ``import loopwarden`` costs next to nothing, and
+``from loopwarden import LoopGuard`` imports only what the guard needs. A coding-agent hook runs
+one short process per tool call, so every import it does not need is start-up time it pays.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from loopwarden._version import __version__
-from loopwarden.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
-from loopwarden.compaction import CompactionLoopPersistedError, PostCompactionGuard
-from loopwarden.config import (
-    ConfigError,
-    ResolvedConfig,
-    ValidatedConfig,
-    effective_config,
-    load_config,
-    resolve_config,
-    validate_config,
-)
-from loopwarden.detectors import Verdict, detect
-from loopwarden.errors import LoopStoppedError
-from loopwarden.events import LoopEvent
-from loopwarden.guard import Decision, LoopGuard
-from loopwarden.history import SessionState, ToolCallRecord, record_call, record_outcome
-from loopwarden.outcome import hash_tool_outcome
-from loopwarden.store import MemoryStore, RunRecord, SessionStore
+
+if TYPE_CHECKING:  # the eager imports, for type checkers and IDEs
+    from loopwarden.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
+    from loopwarden.compaction import CompactionLoopPersistedError, PostCompactionGuard
+    from loopwarden.config import (
+        ConfigError,
+        ResolvedConfig,
+        ValidatedConfig,
+        effective_config,
+        load_config,
+        resolve_config,
+        validate_config,
+    )
+    from loopwarden.detectors import Verdict, detect
+    from loopwarden.errors import LoopStoppedError
+    from loopwarden.events import LoopEvent
+    from loopwarden.guard import Decision, LoopGuard
+    from loopwarden.history import SessionState, ToolCallRecord, record_call, record_outcome
+    from loopwarden.outcome import hash_tool_outcome
+    from loopwarden.store import MemoryStore, RunRecord, SessionStore
+
+# Public name -> the module that defines it (kept in step with the imports above by a test).
+_LAZY: dict[str, str] = {
+    "UNDEFINED": "canonical",
+    "digest_stable": "canonical",
+    "hash_tool_call": "canonical",
+    "stable_stringify": "canonical",
+    "CompactionLoopPersistedError": "compaction",
+    "PostCompactionGuard": "compaction",
+    "ConfigError": "config",
+    "ResolvedConfig": "config",
+    "ValidatedConfig": "config",
+    "effective_config": "config",
+    "load_config": "config",
+    "resolve_config": "config",
+    "validate_config": "config",
+    "Verdict": "detectors",
+    "detect": "detectors",
+    "LoopStoppedError": "errors",
+    "LoopEvent": "events",
+    "Decision": "guard",
+    "LoopGuard": "guard",
+    "SessionState": "history",
+    "ToolCallRecord": "history",
+    "record_call": "history",
+    "record_outcome": "history",
+    "hash_tool_outcome": "outcome",
+    "MemoryStore": "store",
+    "RunRecord": "store",
+    "SessionStore": "store",
+}
 
 __all__ = [
     "UNDEFINED",
@@ -54,3 +94,20 @@ __all__ = [
     "stable_stringify",
     "validate_config",
 ]
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would take any unknown name as Any
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name's module on first use, then cache the name in this module."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"loopwarden.{module}"), name)
+        globals()[name] = value  # later look-ups skip __getattr__
+        return value
+
+
+def __dir__() -> list[str]:
+    """The module's own names and the lazily loaded public API."""
+    return sorted({*globals(), *__all__})

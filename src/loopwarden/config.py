@@ -12,14 +12,14 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import json5
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
-from pydantic.functional_validators import BeforeValidator
+if TYPE_CHECKING:
+    from pathlib import Path
 
-from loopwarden.volatile import validate_patterns
+# Import time matters here: a coding-agent hook imports this module on every tool call. The
+# strict schema (pydantic, in loopwarden._config_schema) and json5 load only when a config is
+# validated or read, never for the lenient runtime resolution.
 
 BLOCK_PATH = "tools.loopDetection"
 
@@ -392,113 +392,6 @@ def agent_ids(full_config: Mapping[str, Any]) -> list[str]:
 # §1.2 strict validation
 
 
-def _strict_positive(value: object) -> object:
-    """Accept integral floats (JSON cannot tell 10 from 10.0); pydantic checks the rest."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return value
-
-
-_PositiveInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, gt=0)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class _Detectors(_Strict):
-    genericRepeat: StrictBool | None = None
-    knownPollNoProgress: StrictBool | None = None
-    pingPong: StrictBool | None = None
-    consecutiveRepeat: StrictBool | None = None
-    cycle: StrictBool | None = None
-    repeatedError: StrictBool | None = None
-
-
-class _ToolPolicy(_Strict):
-    poll: StrictBool | None = None
-    exempt: StrictBool | None = None
-    warningThreshold: _PositiveInt | None = None
-    criticalThreshold: _PositiveInt | None = None
-
-
-def _check_patterns(value: object) -> object:
-    problems = validate_patterns(value)
-    if problems:
-        raise ValueError("; ".join(problems))
-    return value
-
-
-_NonNegativeInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=0)]
-_Period = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=2)]
-_Patterns = Annotated[list[str], BeforeValidator(_check_patterns)]
-
-
-class _PostCompactionGuard(_Strict):
-    windowSize: _PositiveInt | None = None
-
-
-class _LoopDetectionBlock(_Strict):
-    enabled: StrictBool | None = None
-    historySize: _PositiveInt | None = None
-    warningThreshold: _PositiveInt | None = None
-    criticalThreshold: _PositiveInt | None = None
-    unknownToolThreshold: _PositiveInt | None = None
-    globalCircuitBreakerThreshold: _PositiveInt | None = None
-    detectors: _Detectors | None = None
-    postCompactionGuard: _PostCompactionGuard | None = None
-    profile: Literal["openclaw", "recommended"] | None = None
-    countBlockedCalls: StrictBool | None = None
-    stopAfterBlocks: _NonNegativeInt | None = None
-    normalizeVolatile: StrictBool | None = None
-    volatilePatterns: _Patterns | None = None
-    maxCyclePeriod: _Period | None = None
-    consecutiveWarningThreshold: _PositiveInt | None = None
-    consecutiveCriticalThreshold: _PositiveInt | None = None
-    consecutiveAnyResultThreshold: _PositiveInt | None = None
-    repeatedErrorThreshold: _PositiveInt | None = None
-    toolPolicies: dict[str, _ToolPolicy] | None = None
-
-
-def _loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
-    path = prefix
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    kind = error["type"]
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        return "unknown key (a typo? the keys are listed in README.md, Configuration)"
-    if kind == "greater_than":
-        return f"must be a positive integer, got {value!r}"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be a positive integer, got {type(value).__name__} {value!r}"
-    if kind == "bool_type":
-        return f"must be true or false, got {type(value).__name__} {value!r}"
-    if kind in ("model_type", "dict_type"):
-        return f"must be an object, got {type(value).__name__}"
-    if kind == "greater_than_equal":
-        return f"must be an integer >= {error.get('ctx', {}).get('ge')}, got {value!r}"
-    if kind == "literal_error":
-        return f"must be one of {error.get('ctx', {}).get('expected')}, got {value!r}"
-    if kind == "value_error":
-        return str(error["msg"]).removeprefix("Value error, ")
-    return str(error["msg"])
-
-
-def _block_problems(block: object, prefix: str) -> list[str]:
-    if not isinstance(block, Mapping):
-        return [f"{prefix}: must be an object, got {type(block).__name__}"]
-    try:
-        _LoopDetectionBlock.model_validate(dict(block))
-    except ValidationError as exc:
-        return [f"{_loc_path(prefix, e['loc'])}: {_describe(e)}" for e in exc.errors()]
-    return []
-
-
 def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
     """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
     merged = with_profile_defaults(block)
@@ -617,9 +510,11 @@ def validate_config(
     if whole is None:
         whole = is_full_config(raw)
     full: Mapping[str, Any] = raw if whole else {"tools": {"loopDetection": raw}}
+    from loopwarden._config_schema import block_problems  # pydantic: only when validating
+
     problems, blocks = _shape_problems(full)
     for path, block in blocks:
-        problems.extend(_block_problems(block, path))
+        problems.extend(block_problems(block, path))
     if problems:
         raise ConfigError(problems, source)
     notices = _validated_notices(full, [path for path, _ in blocks])
@@ -646,9 +541,12 @@ def load_config(path: str | Path) -> ValidatedConfig:
     A missing file, a syntax error (with line and column) or a wrong shape each raise one
     :class:`ConfigError` with a clear message.
     """
+    import json5  # only when a file is read
+
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
     except FileNotFoundError:
         raise ConfigError(["file not found"], source) from None
     except (OSError, UnicodeDecodeError) as exc:

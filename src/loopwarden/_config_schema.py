@@ -1,0 +1,126 @@
+"""SPEC §1.2 — the strict ``tools.loopDetection`` schema (pydantic models), loaded on demand.
+
+Kept out of :mod:`loopwarden.config` on purpose: building these models imports pydantic and
+compiles its validators, which costs more than the rest of a hook process's start. Only strict
+validation (``validate_config``, ``load_config``, ``loopwarden config check``, ``--set``)
+imports this module; the lenient runtime path (``resolve_config``) never does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic.functional_validators import BeforeValidator
+
+from loopwarden.volatile import validate_patterns
+
+
+def _strict_positive(value: object) -> object:
+    """Accept integral floats (JSON cannot tell 10 from 10.0); pydantic checks the rest."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+_PositiveInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Detectors(_Strict):
+    genericRepeat: StrictBool | None = None
+    knownPollNoProgress: StrictBool | None = None
+    pingPong: StrictBool | None = None
+    consecutiveRepeat: StrictBool | None = None
+    cycle: StrictBool | None = None
+    repeatedError: StrictBool | None = None
+
+
+class _ToolPolicy(_Strict):
+    poll: StrictBool | None = None
+    exempt: StrictBool | None = None
+    warningThreshold: _PositiveInt | None = None
+    criticalThreshold: _PositiveInt | None = None
+
+
+def _check_patterns(value: object) -> object:
+    problems = validate_patterns(value)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+_NonNegativeInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=0)]
+_Period = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=2)]
+_Patterns = Annotated[list[str], BeforeValidator(_check_patterns)]
+
+
+class _PostCompactionGuard(_Strict):
+    windowSize: _PositiveInt | None = None
+
+
+class _LoopDetectionBlock(_Strict):
+    enabled: StrictBool | None = None
+    historySize: _PositiveInt | None = None
+    warningThreshold: _PositiveInt | None = None
+    criticalThreshold: _PositiveInt | None = None
+    unknownToolThreshold: _PositiveInt | None = None
+    globalCircuitBreakerThreshold: _PositiveInt | None = None
+    detectors: _Detectors | None = None
+    postCompactionGuard: _PostCompactionGuard | None = None
+    profile: Literal["openclaw", "recommended"] | None = None
+    countBlockedCalls: StrictBool | None = None
+    stopAfterBlocks: _NonNegativeInt | None = None
+    normalizeVolatile: StrictBool | None = None
+    volatilePatterns: _Patterns | None = None
+    maxCyclePeriod: _Period | None = None
+    consecutiveWarningThreshold: _PositiveInt | None = None
+    consecutiveCriticalThreshold: _PositiveInt | None = None
+    consecutiveAnyResultThreshold: _PositiveInt | None = None
+    repeatedErrorThreshold: _PositiveInt | None = None
+    toolPolicies: dict[str, _ToolPolicy] | None = None
+
+
+def _loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    path = prefix
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return "unknown key (a typo? the keys are listed in README.md, Configuration)"
+    if kind == "greater_than":
+        return f"must be a positive integer, got {value!r}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be a positive integer, got {type(value).__name__} {value!r}"
+    if kind == "bool_type":
+        return f"must be true or false, got {type(value).__name__} {value!r}"
+    if kind in ("model_type", "dict_type"):
+        return f"must be an object, got {type(value).__name__}"
+    if kind == "greater_than_equal":
+        return f"must be an integer >= {error.get('ctx', {}).get('ge')}, got {value!r}"
+    if kind == "literal_error":
+        return f"must be one of {error.get('ctx', {}).get('expected')}, got {value!r}"
+    if kind == "value_error":
+        return str(error["msg"]).removeprefix("Value error, ")
+    return str(error["msg"])
+
+
+def block_problems(block: object, prefix: str) -> list[str]:
+    """Every problem in one ``tools.loopDetection`` block, each prefixed by its dotted path."""
+    if not isinstance(block, Mapping):
+        return [f"{prefix}: must be an object, got {type(block).__name__}"]
+    try:
+        _LoopDetectionBlock.model_validate(dict(block))
+    except ValidationError as exc:
+        return [f"{_loc_path(prefix, e['loc'])}: {_describe(e)}" for e in exc.errors()]
+    return []
