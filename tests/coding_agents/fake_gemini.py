@@ -1,0 +1,267 @@
+"""A fake Gemini API server that plays a scripted model, for driving the real Gemini CLI offline.
+
+Gemini CLI 0.61 sends its model traffic to ``$GOOGLE_GEMINI_BASE_URL`` (auth type "gateway"
+when that variable is set) through ``@google/genai``: ``POST
+/v1beta/models/<model>:streamGenerateContent?alt=sse`` for the agent loop, plus
+``:generateContent`` and ``:countTokens`` for utility calls. This server answers those on
+127.0.0.1 only, records every request body, and lets a small Python object (the scripted
+model) decide each answer from the request, so a test can reproduce a tool-call loop.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Json = dict[str, Any]
+Part = dict[str, Any]
+
+
+def function_call(name: str, args: Json) -> Part:
+    """A model part that asks the CLI to run tool ``name`` with ``args``."""
+    return {"functionCall": {"name": name, "args": args}}
+
+
+def text(value: str) -> Part:
+    """A plain text model part."""
+    return {"text": value}
+
+
+def is_agent_request(body: Json) -> bool:
+    """True for the CLI's main agent-loop request (it offers tools), not a utility call."""
+    return any("functionDeclarations" in tool for tool in body.get("tools") or [])
+
+
+def turn_contents(body: Json) -> list[Json]:
+    """The contents of the current user turn: everything after the last user text message."""
+    contents: list[Json] = body.get("contents") or []
+    start = 0
+    for index, content in enumerate(contents):
+        parts = content.get("parts") or []
+        is_text = any("text" in p for p in parts)
+        is_result = any("functionResponse" in p for p in parts)
+        if content.get("role") == "user" and is_text and not is_result:
+            start = index
+    return contents[start:]
+
+
+def function_responses(body: Json) -> list[Json]:
+    """Every ``functionResponse`` of the current turn, oldest first."""
+    return [
+        part["functionResponse"]
+        for content in turn_contents(body)
+        for part in content.get("parts") or []
+        if "functionResponse" in part
+    ]
+
+
+def all_function_responses(body: Json) -> list[Json]:
+    """Every ``functionResponse`` in the whole request history, oldest first."""
+    return [
+        part["functionResponse"]
+        for content in body.get("contents") or []
+        for part in content.get("parts") or []
+        if "functionResponse" in part
+    ]
+
+
+class ScriptedModel:
+    """Decides the model's next parts from the request. Subclasses override :meth:`next_parts`."""
+
+    def next_parts(self, body: Json) -> list[Part]:
+        """The parts of the model's answer to an agent-loop request."""
+        return [text("done")]
+
+
+@dataclass
+class RepeatCommand(ScriptedModel):
+    """Calls ``run_shell_command`` with one command until ``times`` results came back."""
+
+    command: str
+    times: int
+    final_text: str = "I give up."
+
+    def next_parts(self, body: Json) -> list[Part]:
+        """One identical shell call per step, a text answer once ``times`` results were seen."""
+        if len(function_responses(body)) >= self.times:
+            return [text(self.final_text)]
+        return [function_call("run_shell_command", {"command": self.command})]
+
+
+@dataclass
+class CommandList(ScriptedModel):
+    """Runs each command of a list once, in order, then answers with text."""
+
+    commands: list[str]
+    final_text: str = "All commands ran."
+
+    def next_parts(self, body: Json) -> list[Part]:
+        """The next command of the list, or the final text when all results came back."""
+        seen = len(function_responses(body))
+        if seen >= len(self.commands):
+            return [text(self.final_text)]
+        return [function_call("run_shell_command", {"command": self.commands[seen]})]
+
+
+@dataclass
+class ToolCalls(ScriptedModel):
+    """Makes each ``(tool, args)`` call of a list once, in order, then answers with text."""
+
+    calls: list[tuple[str, Json]]
+    final_text: str = "All calls made."
+
+    def next_parts(self, body: Json) -> list[Part]:
+        """The next call of the list, or the final text when all results came back."""
+        seen = len(function_responses(body))
+        if seen >= len(self.calls):
+            return [text(self.final_text)]
+        name, args = self.calls[seen]
+        return [function_call(name, args)]
+
+
+@dataclass
+class Recorded:
+    """One request the CLI made: method, path (with query) and parsed JSON body."""
+
+    method: str
+    path: str
+    body: Json
+
+
+@dataclass
+class FakeGemini:
+    """A threaded fake Gemini API on 127.0.0.1; use as a context manager."""
+
+    model: ScriptedModel
+    # Reported promptTokenCount: a number, or a function of the request (a test reports a
+    # large count to make the CLI compress its history, which it does above half the window).
+    prompt_tokens: int | Callable[[Json], int] = 1000
+    requests: list[Recorded] = field(default_factory=list)
+    _server: ThreadingHTTPServer | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def base_url(self) -> str:
+        """The URL to put in ``GOOGLE_GEMINI_BASE_URL``."""
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def agent_requests(self) -> list[Json]:
+        """Bodies of the agent-loop requests (the ones that offer tools), in order."""
+        with self._lock:
+            return [r.body for r in self.requests if is_agent_request(r.body)]
+
+    def __enter__(self) -> FakeGemini:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def record(self, method: str, path: str, body: Json) -> None:
+        """Keep one request (thread-safe: the server answers on several threads)."""
+        with self._lock:
+            self.requests.append(Recorded(method, path, body))
+
+    def tokens_for(self, body: Json) -> int:
+        """The promptTokenCount to report for ``body``."""
+        if callable(self.prompt_tokens):
+            return self.prompt_tokens(body)
+        return self.prompt_tokens
+
+    def answer(self, body: Json) -> Json:
+        """A GenerateContentResponse for ``body``: the scripted model's parts for agent calls."""
+        if is_agent_request(body):
+            parts = self.model.next_parts(body)
+        else:
+            parts = [text(_utility_answer(body))]
+        tokens = self.tokens_for(body)
+        return {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": tokens,
+                "candidatesTokenCount": 10,
+                "totalTokenCount": tokens + 10,
+            },
+            "modelVersion": "fake-gemini",
+        }
+
+
+def _utility_answer(body: Json) -> str:
+    """Text for a non-agent call: valid JSON when a JSON answer was asked for."""
+    config = body.get("generationConfig") or {}
+    if config.get("responseMimeType") == "application/json":
+        return json.dumps(_json_for_schema(config.get("responseJsonSchema") or {}))
+    return "summary"
+
+
+def _json_for_schema(schema: Json) -> Any:
+    """A minimal value that satisfies a JSON schema (objects, strings, numbers, booleans)."""
+    kind = str(schema.get("type", "")).lower()  # the CLI sends "OBJECT", "STRING", ...
+    if kind == "object":
+        props: Json = schema.get("properties") or {}
+        return {name: _json_for_schema(sub) for name, sub in props.items()}
+    if kind == "array":
+        return []
+    if kind in ("number", "integer"):
+        return 1
+    if kind == "boolean":
+        return False
+    if "enum" in schema:
+        return schema["enum"][0]
+    return ""
+
+
+def _handler_for(fake: FakeGemini) -> Callable[..., BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silence the default per-request stderr log."""
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body: Json = json.loads(raw) if raw else {}
+            fake.record("POST", self.path, body)
+            if ":countTokens" in self.path:
+                self._send_json({"totalTokens": fake.tokens_for(body)})
+            elif ":streamGenerateContent" in self.path:
+                self._send_sse(fake.answer(body))
+            elif ":generateContent" in self.path:
+                self._send_json(fake.answer(body))
+            else:
+                self._send_json({"error": {"code": 404, "message": "unknown"}}, status=404)
+
+        def do_GET(self) -> None:
+            fake.record("GET", self.path, {})
+            self._send_json({"error": {"code": 404, "message": "unknown"}}, status=404)
+
+        def _send_json(self, payload: Json, status: int = 200) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_sse(self, payload: Json) -> None:
+            data = f"data: {json.dumps(payload)}\r\n\r\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
