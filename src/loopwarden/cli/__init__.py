@@ -3,12 +3,19 @@
 Each command module exposes ``register(subparsers)``; the parser it adds carries a
 ``handler(args) -> int`` default. Modules are imported lazily-by-listing so a heavy optional
 extra (MCP, Redis) is only imported when its command actually runs.
+
+Start-up time matters: ``loopwarden hook`` runs once per tool call of a coding agent. So
+``main`` first looks at the first argument: a command named after its module (``hook`` ->
+``hook_cmd``, ``mcp-proxy`` -> ``mcp_proxy_cmd``) builds a parser with that module only, and a
+bare ``--version`` with none; anything else (``--help``, no command, an unknown one) gets the
+whole tree, so help and errors list every command.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -26,8 +33,13 @@ def engine_compiled() -> bool:
     files, and the import system prefers the extension; an editable install, a
     ``LOOPWARDEN_PURE=1`` wheel or a failed compilation runs the .py files (see hatch_build.py).
     """
-    history = importlib.import_module("loopwarden.history")
-    return str(history.__file__).endswith(tuple(EXTENSION_SUFFIXES))
+    history = sys.modules.get("loopwarden.history")
+    if history is not None:
+        origin = history.__file__
+    else:  # where the import system would load it from, without running it (fast --version)
+        spec = importlib.util.find_spec("loopwarden.history")
+        origin = spec.origin if spec is not None else None
+    return str(origin).endswith(tuple(EXTENSION_SUFFIXES))
 
 
 def engine_build() -> str:
@@ -35,8 +47,14 @@ def engine_build() -> str:
     return "compiled engine: mypyc" if engine_compiled() else "pure Python"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the full ``loopwarden`` argument parser."""
+def build_parser(commands: Sequence[str] = _COMMANDS) -> argparse.ArgumentParser:
+    """Build the ``loopwarden`` argument parser (by default with every command module)."""
+    return _build(commands)[0]
+
+
+def _build(
+    commands: Sequence[str],
+) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="loopwarden",
         description="Detect and stop AI agents that loop on tool calls.",
@@ -45,18 +63,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"loopwarden {__version__} ({engine_build()})"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMANDS:
+    for name in commands:
         importlib.import_module(f"loopwarden.cli.{name}").register(subparsers)
-    return parser
+    return parser, subparsers
+
+
+def _commands_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command modules that parsing ``argv`` needs: its command's own, or all of them."""
+    if not argv:
+        return _COMMANDS
+    if argv[0] == "--version":  # argparse prints it and exits before looking further
+        return ()
+    module = argv[0].replace("-", "_") + "_cmd"
+    return (module,) if module in _COMMANDS else _COMMANDS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    commands = _commands_for(args_list)
+    parser, subparsers = _build(commands)
+    if len(commands) == 1 and args_list[0] not in subparsers.choices:
+        parser = build_parser()  # a module named otherwise than its command: load them all
+    args = parser.parse_args(args_list)
     handler = getattr(args, "handler", None)
     if handler is None:
-        parser.print_help(sys.stderr)
+        build_parser().print_help(sys.stderr)  # the whole tree, whatever was parsed
         return 2
     code: int = handler(args)
     return code
