@@ -61,6 +61,10 @@ class TrajectoryReport:
     marks: list[Mark] = field(default_factory=list)
     compactions: int = 0
     orphan_results: int = 0
+    # Calls that would not have run under the guard: the blocked ones, the one a stop refused,
+    # and every call recorded after the run was stopped. Unlike calls_after_first_block, the
+    # calls the agent made after a block and the guard let through are not counted: they ran.
+    calls_saved: int = 0
 
     @property
     def calls(self) -> int:
@@ -132,6 +136,7 @@ class TrajectoryReport:
                 "message": block.message,
             },
             "calls_after_first_block": self.calls_after_first_block,
+            "calls_saved": self.calls_saved,
             "events": [mark.to_event() for mark in self.events],
         }
 
@@ -164,6 +169,7 @@ class Replayer:
             report.tools.append(item.tool)
             if stopped:
                 report.timeline.append(NOT_RUN)
+                report.calls_saved += 1
                 continue
             report.timeline.append(OK)
             stopped = self._call(session, item, report)
@@ -177,6 +183,8 @@ class Replayer:
             session, call.tool, call.params, run_id=RUN_ID, tool_call_id=call.tool_call_id
         )
         _note(report, index, call.tool, before)
+        if before.action in ("block", "stop"):
+            report.calls_saved += 1  # this call would not have run
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:

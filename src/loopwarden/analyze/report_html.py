@@ -117,6 +117,7 @@ def _summary(totals: dict[str, int]) -> str:
         ("with_block", "blocked or stopped"),
         ("stopped", "stopped"),
         ("calls_after_first_block", "calls after first block"),
+        ("calls_saved", "calls saved"),
     )
     cells = "".join(
         f"<div data-key='{key}'><dt>{label}</dt><dd>{totals[key]}</dd></div>"

@@ -56,6 +56,7 @@ def _summary_table(totals: dict[str, int]) -> Table:
         "blocked or stopped",
         "stopped",
         "calls after first block",
+        "calls saved",
     ):
         table.add_column(header, justify="right")
     table.add_row(
@@ -68,6 +69,7 @@ def _summary_table(totals: dict[str, int]) -> Table:
                 "with_block",
                 "stopped",
                 "calls_after_first_block",
+                "calls_saved",
             )
         )
     )
@@ -108,7 +110,8 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
         rest = (
             f" at {_where(block, report.calls)}: {block.detector} ×{block.count}; "
             f"{plural(report.blocks, 'call')} blocked, "
-            f"{plural(report.calls_after_first_block, 'later call')} would not have run"
+            f"{plural(report.calls_after_first_block, 'later call')} recorded, "
+            f"{plural(report.calls_saved, 'call')} saved"
         )
         console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)
         console.print(Text(f"  why: {block.message}", style="dim"), soft_wrap=True)
@@ -157,7 +160,7 @@ def write_sweep_text(
             str(totals["with_warning"]),
             str(totals["with_block"]),
             "-" if first is None else f"{first['median'] + 1:g}",
-            str(totals["calls_after_first_block"]),
+            str(totals["calls_saved"]),
         )
     console.print(table)
     _print_problems(console, analysis)

@@ -45,6 +45,7 @@ class Totals:
     with_block: int = 0
     stopped: int = 0
     calls_after_first_block: int = 0
+    calls_saved: int = 0
     first_block_indices: list[int] = field(default_factory=list)
 
     def add(self, report: TrajectoryReport) -> None:
@@ -53,6 +54,7 @@ class Totals:
         self.calls += report.calls
         self.with_warning += bool(report.warnings)
         self.stopped += report.stopped
+        self.calls_saved += report.calls_saved
         first = report.first_block
         if first is not None:
             self.with_block += 1
@@ -68,6 +70,7 @@ class Totals:
             "with_block": self.with_block,
             "stopped": self.stopped,
             "calls_after_first_block": self.calls_after_first_block,
+            "calls_saved": self.calls_saved,
         }
 
 

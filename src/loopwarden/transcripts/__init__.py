@@ -13,7 +13,10 @@ from typing import Any
 
 from loopwarden.transcripts import (
     anthropic,
+    claude_code,
+    codex,
     flat_jsonl,
+    gemini_cli,
     mini_swe_agent,
     openai_chat,
     openclaw,
@@ -63,6 +66,9 @@ _READERS: dict[str, _Reader] = {
     "anthropic": anthropic.read,
     "tau-bench": openai_chat.read_tau_bench,
     "openhands": openhands.read,
+    "claude-code": _jsonl_only(claude_code.read),
+    "codex": _jsonl_only(codex.read),
+    "gemini-cli": gemini_cli.read,
     "jsonl": _jsonl_only(flat_jsonl.read),
 }
 

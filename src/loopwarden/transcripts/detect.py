@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts import openhands
+from loopwarden.transcripts import claude_code, codex, gemini_cli, openhands
 from loopwarden.transcripts._io import load_json, open_text
 from loopwarden.transcripts.model import TranscriptError
 
@@ -93,6 +93,9 @@ def _detect_line(obj: dict[str, Any]) -> Detected | None:
         return Detected(None, "a run-metadata file (no tool calls)")
     if isinstance(obj.get("kind"), str) and "source" in obj and "timestamp" in obj:
         return Detected("openhands")
+    for module in (codex, gemini_cli, claude_code):  # the coding CLIs' session logs
+        if module.looks_like(obj):
+            return Detected(module.FORMAT)
     if isinstance(obj.get("messages"), list) and not _is_doc(obj):
         return _chat(obj["messages"])
     if isinstance(obj.get("role"), str):
@@ -106,6 +109,8 @@ def _is_doc(obj: dict[str, Any]) -> bool:
 
 
 def _detect_doc(doc: Any) -> Detected:
+    if gemini_cli.is_checkpoint(doc) or (isinstance(doc, dict) and gemini_cli.looks_like(doc)):
+        return Detected("gemini-cli", doc=doc)
     if isinstance(doc, dict):
         if isinstance(doc.get("trajectory"), list) and ("history" in doc or "info" in doc):
             return Detected("swe-agent", doc=doc)

@@ -1,0 +1,141 @@
+"""Claude Code session transcripts: ``~/.claude/projects/<project>/<session>.jsonl``.
+
+One JSON object per line. ``user`` and ``assistant`` lines carry an Anthropic message in
+``message``: assistant ``tool_use`` blocks are the calls, ``tool_result`` blocks (with
+``is_error``) in the following user lines are their results. A user line that is not a tool
+result, a compaction summary or a meta line is a prompt, and starts a new run (turn). A
+``system`` line with ``subtype: "compact_boundary"`` marks a context compaction. Subagent
+transcripts (``<session>/subagents/agent-<id>.jsonl``, or ``isSidechain`` lines inside the main
+file) are runs of their own. Every other line type (``summary``, ``file-history-snapshot``,
+``queue-operation``, ``progress``, ``attachment``...) is not replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from loopwarden.transcripts._io import iter_jsonl, text_of
+from loopwarden.transcripts._turns import TurnSplitter
+from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
+
+FORMAT = "claude-code"
+
+# Text the CLI itself writes as a user line: not a prompt from the user.
+_NOT_PROMPTS = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>")
+
+
+def looks_like(obj: dict[str, Any]) -> bool:
+    """True when a first line is a Claude Code transcript line (detection).
+
+    Lines of the conversation tree carry ``uuid``/``parentUuid`` (``summary`` lines a
+    ``leafUuid``); the bookkeeping lines a file may start with carry a ``sessionId``, or are
+    file-history snapshots.
+    """
+    kind = obj.get("type")
+    if not isinstance(kind, str) or "payload" in obj or "projectHash" in obj:
+        return False  # Codex and Gemini CLI lines (checked by their own importers)
+    if any(key in obj for key in ("uuid", "parentUuid", "leafUuid")):
+        return True
+    return "sessionId" in obj or (kind == "file-history-snapshot" and "snapshot" in obj)
+
+
+def read(path: Path) -> Iterator[Trajectory]:
+    """Import one Claude Code session file: one trajectory per user turn that made tool calls."""
+    stem = path.name.split(".")[0]
+    threads: dict[str, TurnSplitter] = {}
+    for lineno, obj in iter_jsonl(path):
+        kind = obj.get("type")
+        if kind not in ("user", "assistant", "system"):
+            continue
+        splitter = _thread(threads, path, stem, obj)
+        if kind == "system":
+            if obj.get("subtype") == "compact_boundary":
+                splitter.add_compaction(lineno)
+            continue
+        message = obj.get("message")
+        if not isinstance(message, dict):
+            raise TranscriptError(str(path), f'a "{kind}" line without a "message" object', lineno)
+        if kind == "assistant":
+            _calls(splitter, message, lineno)
+        else:
+            _user(splitter, obj, message)
+        if splitter is threads.get("main"):
+            yield from splitter.drain()
+    for splitter in threads.values():
+        yield from splitter.finish()
+
+
+def _thread(
+    threads: dict[str, TurnSplitter], path: Path, stem: str, obj: dict[str, Any]
+) -> TurnSplitter:
+    """The splitter of the line's thread: the main conversation or one subagent."""
+    key = "main"
+    if obj.get("isSidechain") is True:
+        agent = obj.get("agentId")
+        key = f"agent-{agent}" if isinstance(agent, str) and agent else "sidechain"
+    splitter = threads.get(key)
+    if splitter is None:
+        session = obj.get("sessionId")
+        session = session if isinstance(session, str) and session else stem
+        prefix = session if key == "main" else f"{session}:{key}"
+        splitter = TurnSplitter(str(path), FORMAT, prefix)
+        threads[key] = splitter
+    return splitter
+
+
+def _calls(splitter: TurnSplitter, message: dict[str, Any], lineno: int) -> None:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            block_id = block.get("id")
+            splitter.add_call(
+                ToolCall(
+                    tool=str(block.get("name") or "unknown"),
+                    params=block.get("input", {}),
+                    tool_call_id=str(block_id) if block_id is not None else None,
+                    line=lineno,
+                )
+            )
+
+
+def _user(splitter: TurnSplitter, obj: dict[str, Any], message: dict[str, Any]) -> None:
+    # 2.1 writes the prompt's id on the prompt and on every tool result and summary of its turn.
+    splitter.turn_key(obj.get("promptId"))
+    content = message.get("content")
+    results = [
+        block
+        for block in (content if isinstance(content, list) else [])
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    for block in results:
+        _result(splitter, block)
+    if not results and not splitter.keyed and _is_prompt(obj, content):
+        splitter.start_turn()
+
+
+def _is_prompt(obj: dict[str, Any], content: Any) -> bool:
+    """A user line the user (or a caller of ``claude -p``) wrote, which starts a turn."""
+    if obj.get("isMeta") is True or obj.get("isCompactSummary") is True:
+        return False
+    if obj.get("isVisibleInTranscriptOnly") is True:
+        return False
+    text = text_of(content).lstrip()
+    return bool(text) and not text.startswith(_NOT_PROMPTS)
+
+
+def _result(splitter: TurnSplitter, block: dict[str, Any]) -> None:
+    call = splitter.take(block.get("tool_use_id"))
+    if call is None:
+        return
+    text = text_of(block.get("content"))
+    if block.get("is_error") is True:
+        # What PostToolUseFailure reports too: the error text, no result.
+        call.result, call.error = MISSING, text
+    else:
+        # The text the model saw. toolUseResult ({stdout, stderr, ...} for Bash) holds the same
+        # output; a plain dict result would hash to one value whatever it holds.
+        call.result = text

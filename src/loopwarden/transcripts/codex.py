@@ -1,0 +1,115 @@
+"""Codex CLI rollouts: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl``.
+
+Every line is ``{timestamp, type, payload}``. ``session_meta`` names the session; ``response_item``
+lines hold what the model saw and did: ``function_call`` / ``custom_tool_call`` /
+``local_shell_call`` are the calls, ``function_call_output`` / ``custom_tool_call_output`` their
+results, linked by ``call_id``. A run is one turn: ``turn_context`` and the ``task_started``
+event carry the turn's id (files without turn ids are split at each ``user_message`` event). A
+``compacted`` line marks a context compaction. Other lines (``event_msg`` notifications,
+reasoning, messages) are not replayed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from loopwarden.transcripts._io import iter_jsonl, parse_arguments, text_of
+from loopwarden.transcripts._turns import TurnSplitter
+from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
+
+FORMAT = "codex"
+
+LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+_TURN_EVENTS = frozenset({"task_started", "turn_started"})
+_ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+
+
+def looks_like(obj: dict[str, Any]) -> bool:
+    """True when a first line is a Codex rollout line (detection)."""
+    return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict)
+
+
+def read(path: Path) -> Iterator[Trajectory]:
+    """Import one rollout: one trajectory per turn that made tool calls."""
+    splitter: TurnSplitter | None = None
+    for lineno, obj in iter_jsonl(path):
+        kind, payload = obj.get("type"), obj.get("payload")
+        if not isinstance(payload, dict):
+            raise TranscriptError(str(path), f'a "{kind}" line without a "payload" object', lineno)
+        if splitter is None:
+            splitter = TurnSplitter(str(path), FORMAT, _session_id(path, kind, payload))
+        if kind == "turn_context":
+            splitter.turn_key(payload.get("turn_id"))
+        elif kind == "event_msg":
+            event = payload.get("type")
+            if event in _TURN_EVENTS:
+                splitter.turn_key(payload.get("turn_id"))
+            elif event == "user_message" and not splitter.keyed:
+                splitter.start_turn()  # older rollouts name no turns: a user message starts one
+        elif kind == "compacted":
+            splitter.add_compaction(lineno)
+        elif kind == "response_item":
+            _item(splitter, payload, lineno)
+        yield from splitter.drain()
+    if splitter is not None:
+        yield from splitter.finish()
+
+
+def _session_id(path: Path, kind: Any, payload: dict[str, Any]) -> str:
+    """The session id from ``session_meta``, else from the file name, else the file name."""
+    if kind == "session_meta" and isinstance(payload.get("id"), str) and payload["id"]:
+        return str(payload["id"])
+    stem = path.name.split(".")[0]
+    found = _ROLLOUT_ID.search(stem)
+    return found.group(1) if found else stem
+
+
+def _item(splitter: TurnSplitter, payload: dict[str, Any], lineno: int) -> None:
+    item = payload.get("type")
+    if item in _CALLS:
+        call_id = payload.get("call_id") or payload.get("id")
+        splitter.add_call(
+            ToolCall(
+                tool=_tool_name(item, payload),
+                params=_params(item, payload),
+                tool_call_id=str(call_id) if call_id is not None else None,
+                line=lineno,
+            )
+        )
+    elif item in _OUTPUTS:
+        call = splitter.take(payload.get("call_id"))
+        if call is not None:
+            call.result, call.error = _outcome(payload.get("output"))
+
+
+def _tool_name(item: Any, payload: dict[str, Any]) -> str:
+    if item == "local_shell_call":
+        return "local_shell"
+    return str(payload.get("name") or "unknown")
+
+
+def _params(item: Any, payload: dict[str, Any]) -> Any:
+    if item == "function_call":
+        return parse_arguments(payload.get("arguments"))
+    if item == "custom_tool_call":
+        return payload.get("input", "")  # free-form input (apply_patch): the text is the identity
+    return payload.get("action", {})
+
+
+def _outcome(output: Any) -> tuple[Any, str | None]:
+    """``(result, error)`` of a call output: a string, or ``{content, success}``."""
+    if isinstance(output, dict):
+        text = text_of(output.get("content"))
+        if output.get("success") is False:
+            return MISSING, text
+        return text, None
+    if isinstance(output, list):
+        return text_of(output), None
+    if output is None:
+        return MISSING, None
+    return str(output), None

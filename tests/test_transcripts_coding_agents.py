@@ -1,0 +1,338 @@
+"""The coding CLIs' session logs (Claude Code, Codex, Gemini CLI): importers on real samples made
+by the real CLIs (tests/data/coding_agents), hand-made edge cases, and ``loopwarden analyze`` on
+directory trees laid out like ``~/.claude/projects`` and ``~/.codex/sessions``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwarden.cli import main
+from loopwarden.transcripts import (
+    Compaction,
+    Trajectory,
+    TranscriptError,
+    detect,
+    read_transcripts,
+)
+
+DATA = Path(__file__).resolve().parent / "data" / "coding_agents"
+CLAUDE = DATA / "claude-code" / "transcripts"
+CODEX = DATA / "codex" / "rollouts"
+GEMINI = DATA / "gemini-cli" / "chats"
+
+
+def _shape(traj: Trajectory) -> str:
+    """One letter per item: R a call with a result, E a failed call, C a compaction."""
+    return "".join(
+        "C" if isinstance(item, Compaction) else ("E" if item.error is not None else "R")
+        for item in traj.items
+    )
+
+
+def _only(folder: Path, pattern: str = "*.jsonl") -> Path:
+    """The one sample file of a scenario (its name is the session id the CLI chose)."""
+    (path,) = sorted(folder.rglob(pattern))
+    return path
+
+
+def _first(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text(encoding="utf-8").splitlines()[0]))
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code = main(["analyze", *argv, "--output", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+# -- Claude Code: real samples -------------------------------------------------------------------
+
+
+def test_claude_code_failing_loop_sample() -> None:
+    path = _only(CLAUDE / "failing-loop")
+    assert detect(path).format == "claude-code"
+    session = _first(path)["sessionId"]
+    # The second prompt of the session called no tool: only the first turn is a trajectory.
+    (traj,) = read_transcripts(path)
+    assert traj.id == f"{session}:turn-1" and traj.format == "claude-code"
+    assert _shape(traj) == "RRR" + "E" * 8
+    loop = traj.calls[3:]
+    assert {call.tool for call in traj.calls} == {"Bash"}
+    assert all(call.params == loop[0].params for call in loop)
+    assert loop[0].params["command"] == "ls build/output.txt"
+    assert all(call.result is not None for call in traj.calls[:3])
+    assert loop[0].error is not None and loop[0].error.startswith("Exit code 2\n")
+    assert {call.error for call in loop} == {loop[0].error}
+    assert all(call.tool_call_id and call.tool_call_id.startswith("toolu_") for call in loop)
+    assert traj.orphan_results == 0
+
+
+def test_claude_code_compaction_sample_keeps_one_run_across_the_boundary() -> None:
+    path = _only(CLAUDE / "compaction")
+    (traj,) = read_transcripts(path)
+    # compact_boundary inside the turn; the summary line after it is not a new prompt.
+    assert _shape(traj) == "EEEECEEEE"
+    compaction = traj.items[4]
+    assert isinstance(compaction, Compaction)
+    boundary = json.loads(path.read_text().splitlines()[(compaction.line or 0) - 1])
+    assert boundary["subtype"] == "compact_boundary"
+    assert {call.error for call in traj.calls} == {"Exit code 1\nFAIL: 3 tests failed"}
+
+
+# -- Claude Code: edge cases ---------------------------------------------------------------------
+
+
+def _cc(kind: str, content: Any, **extra: Any) -> dict[str, Any]:
+    role = "assistant" if kind == "assistant" else "user"
+    return {"type": kind, "sessionId": "s1", "uuid": "u", "parentUuid": None,
+            "message": {"role": role, "content": content}, **extra}  # fmt: skip
+
+
+def _use(call_id: str, command: str) -> list[dict[str, Any]]:
+    return [{"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command}}]
+
+
+def _res(call_id: str, text: str, error: bool = False) -> list[dict[str, Any]]:
+    return [{"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": error}]
+
+
+def test_claude_code_runs_follow_prompt_ids_and_subagents_are_runs_of_their_own(
+    tmp_path: Path,
+) -> None:
+    rows = [
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s1"},
+        _cc("user", "first", promptId="p1"),
+        _cc("assistant", _use("t1", "make")),
+        _cc("user", _res("t1", "ok"), promptId="p1"),
+        _cc("assistant", _use("t1", "make")),  # the same block written twice: one call
+        {"type": "system", "subtype": "compact_boundary", "sessionId": "s1", "uuid": "b"},
+        _cc("user", "This session is being continued", promptId="p1", isCompactSummary=True),
+        _cc("assistant", _use("t2", "make")),
+        _cc("user", _res("t2", "boom", error=True), promptId="p1"),
+        _cc("user", "look around", isSidechain=True, agentId="a7", promptId="p1"),
+        _cc("assistant", _use("t3", "ls"), isSidechain=True, agentId="a7"),
+        _cc("user", _res("t3", "x"), isSidechain=True, agentId="a7", promptId="p1"),
+        _cc("user", "second", promptId="p2"),
+        _cc("assistant", _use("t4", "make")),
+        _cc("user", _res("t4", "ok"), promptId="p2"),
+        {"type": "summary", "summary": "s", "leafUuid": "u"},
+    ]
+    trajs = list(read_transcripts(_jsonl(tmp_path / "s1.jsonl", rows)))
+    by_id = {traj.id: traj for traj in trajs}
+    assert set(by_id) == {"s1:turn-1", "s1:turn-2", "s1:agent-a7:turn-1"}
+    assert _shape(by_id["s1:turn-1"]) == "RCE"
+    assert by_id["s1:turn-1"].calls[1].error == "boom"
+    assert [c.params for c in by_id["s1:agent-a7:turn-1"].calls] == [{"command": "ls"}]
+    assert _shape(by_id["s1:turn-2"]) == "R"
+
+
+def test_claude_code_without_prompt_ids_a_user_text_line_starts_a_run(tmp_path: Path) -> None:
+    rows = [
+        _cc("user", "first"),
+        _cc("assistant", _use("t1", "make")),
+        _cc("user", _res("t1", "ok")),
+        _cc("user", [{"type": "text", "text": "[Request interrupted by user]"}]),
+        _cc("user", "<command-message>init</command-message>", isMeta=True),
+        _cc("assistant", _use("t2", "make")),
+        _cc("user", _res("t2", "ok")),
+        _cc("user", [{"type": "text", "text": "second"}]),
+        _cc("assistant", _use("t3", "make")),
+        _cc("user", _res("t3", "ok")),
+    ]
+    trajs = list(read_transcripts(_jsonl(tmp_path / "old.jsonl", rows)))
+    assert [(t.id, len(t.calls)) for t in trajs] == [("s1:turn-1", 2), ("s1:turn-2", 1)]
+
+
+def test_claude_code_malformed_lines_name_file_and_line(tmp_path: Path) -> None:
+    good = _cc("user", "first", promptId="p1")
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps(good) + "\n" + '{"type": "assistant", "message": {"content"\n')
+    with pytest.raises(TranscriptError) as info:
+        list(read_transcripts(path))
+    assert info.value.line == 2 and str(path) in str(info.value)
+    _jsonl(path, [good, {"type": "assistant", "sessionId": "s1", "uuid": "x"}])
+    with pytest.raises(TranscriptError, match=r'broken\.jsonl:2: a "assistant" line without a'):
+        list(read_transcripts(path, "claude-code"))
+
+
+# -- Gemini CLI: real samples --------------------------------------------------------------------
+
+
+def test_gemini_cli_loop_sample() -> None:
+    path = GEMINI / "npm-test-loop.jsonl"
+    assert detect(path).format == "gemini-cli"
+    (traj,) = read_transcripts(path)
+    assert traj.id == f"{_first(path)['sessionId']}:turn-1" and traj.format == "gemini-cli"
+    assert _shape(traj) == "E" * 8
+    assert all(c.tool == "run_shell_command" and c.params == {"command": "npm test"}
+               for c in traj.calls)  # fmt: skip
+    for call in traj.calls:
+        # The exit code marks the failure; the output (what the model read) is the outcome.
+        assert call.error == "Exit Code: 254"
+        assert isinstance(call.result, str) and "npm error code ENOENT" in call.result
+        assert "PGID" not in call.result
+    assert len({c.tool_call_id for c in traj.calls}) == 8
+
+
+def test_gemini_cli_resumed_and_compressed_session() -> None:
+    path = GEMINI / "hooked-session-resumed-compressed.jsonl"
+    first, second = read_transcripts(path)
+    session = _first(path)["sessionId"]
+    assert (first.id, second.id) == (f"{session}:turn-1", f"{session}:turn-2")
+    # Turn 1: echo hello, a failing command, read_file of a missing file (a tool error).
+    assert _shape(first) == "REE"
+    assert [c.tool for c in first.calls] == ["run_shell_command"] * 2 + ["read_file"]
+    assert first.calls[2].result is not None and first.calls[2].error is not None
+    assert first.calls[2].error.startswith("File not found")
+    # Turn 2 (after --resume): the loop, compressed twice; the summaries are not prompts.
+    assert _shape(second) == "EECEC"
+    for item in second.items:
+        if isinstance(item, Compaction):
+            record = json.loads(path.read_text().splitlines()[(item.line or 0) - 1])
+            assert "messages" in record["$set"]
+
+
+# -- Gemini CLI: edge cases ----------------------------------------------------------------------
+
+
+def _gemini_call(call_id: str, output: str, status: str = "success") -> dict[str, Any]:
+    response = {"output": output} if status == "success" else {"error": output}
+    return {"id": call_id, "name": "run_shell_command", "args": {"command": "make"},
+            "status": status, "result": [{"functionResponse": {
+                "id": call_id, "name": "run_shell_command", "response": response}}]}  # fmt: skip
+
+
+def test_gemini_cli_legacy_json_document_and_checkpoint(tmp_path: Path) -> None:
+    doc = {"sessionId": "g1", "projectHash": "h", "startTime": "t", "lastUpdated": "t",
+           "messages": [
+               {"id": "m1", "type": "user", "content": "go"},
+               {"id": "m2", "type": "gemini", "content": "",
+                "toolCalls": [_gemini_call("c1", "Output: x\nExit Code: 0\nProcess Group PGID: 7"),
+                              _gemini_call("c2", "denied", status="error")]},
+           ]}  # fmt: skip
+    path = tmp_path / "session-2026-01-01T00-00-g1.json"
+    path.write_text(json.dumps(doc, indent=2))
+    (traj,) = read_transcripts(path)
+    assert traj.id == "g1:turn-1" and _shape(traj) == "RE"
+    assert traj.calls[0].result == "Output: x\nExit Code: 0\n"
+    checkpoint = [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "ls", "args": {"p": "."}}}]},
+        {"role": "user",
+         "parts": [{"functionResponse": {"name": "ls", "response": {"output": "a"}}}]},
+        {"role": "model", "parts": [{"text": "done"}]},
+    ]  # fmt: skip
+    saved = tmp_path / "checkpoint-mytag.json"
+    saved.write_text(json.dumps({"history": checkpoint}))
+    assert detect(saved).format == "gemini-cli"
+    (traj,) = read_transcripts(saved)
+    assert traj.id == "checkpoint-mytag:turn-1"
+    assert [(c.tool, c.params, c.result) for c in traj.calls] == [("ls", {"p": "."}, "a")]
+
+
+def test_gemini_cli_rollback_is_not_a_compaction(tmp_path: Path) -> None:
+    head = {"sessionId": "g2", "projectHash": "h", "startTime": "t", "kind": "main"}
+    prompt = {"id": "m1", "type": "user", "content": [{"text": "go"}]}
+    calls = {"id": "m2", "type": "gemini", "content": "", "toolCalls": [_gemini_call("c1", "a")]}
+    later = {"id": "m3", "type": "gemini", "content": "", "toolCalls": [_gemini_call("c2", "a")]}
+    rows = [head, prompt, calls, later, {"$set": {"messages": [prompt, calls]}},
+            {"$rewindTo": "m2"}, {"$set": {"lastUpdated": "t"}}]  # fmt: skip
+    (traj,) = read_transcripts(_jsonl(tmp_path / "session-x-g2.jsonl", rows))
+    assert _shape(traj) == "RR"  # a dropped tail is not a compaction; executed calls stay
+
+
+def test_gemini_cli_malformed_line(tmp_path: Path) -> None:
+    path = tmp_path / "session-x.jsonl"
+    path.write_text('{"sessionId": "g", "projectHash": "h"}\n[1, 2]\n')
+    with pytest.raises(TranscriptError, match=r"session-x\.jsonl:2: expected a JSON object"):
+        list(read_transcripts(path))
+
+
+# -- loopwarden analyze on ~/.claude/projects ----------------------------------------------------
+
+
+def _claude_projects(root: Path) -> Path:
+    """A ``~/.claude/projects`` tree: the real sessions, a subagent, and non-transcript files."""
+    projects = root / "projects"
+    for scenario in ("failing-loop", "compaction"):
+        src = _only(CLAUDE / scenario)
+        (projects / src.parent.name).mkdir(parents=True)
+        shutil.copy(src, projects / src.parent.name)
+    project = next(projects.iterdir())
+    (project / "sessions-index.json").write_text(json.dumps({"version": 1, "entries": []}))
+    session = next(project.glob("*.jsonl")).stem
+    agent = [
+        _cc("user", "find the config", isSidechain=True, agentId="ab12", sessionId=session),
+        _cc("assistant", _use("ta", "ls"), isSidechain=True, agentId="ab12", sessionId=session),
+        _cc("user", _res("ta", "a.txt"), isSidechain=True, agentId="ab12", sessionId=session),
+    ]
+    _jsonl(project / session / "subagents" / "agent-ab12.jsonl", agent)
+    (project / session / "subagents" / "agent-ab12.meta.json").write_text('{"agentType": "x"}')
+    (project / session / "tool-results").mkdir()
+    (project / session / "tool-results" / "abc.txt").write_text("big output")
+    return projects
+
+
+def test_analyze_a_claude_projects_tree(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    projects = _claude_projects(tmp_path)
+    code, doc = _analyze(capsys, str(projects), "--set", "profile=recommended")
+    assert code == 1 and doc["errors"] == []
+    assert sorted(Path(s.split(":")[0]).name for s in doc["skipped"]) == [
+        "agent-ab12.meta.json", "sessions-index.json"]  # fmt: skip
+    runs = sorted(t["id"].split(":", 1)[1] for t in doc["trajectories"])
+    assert runs == ["agent-ab12:turn-1", "turn-1", "turn-1"]
+    loops = [t for t in doc["trajectories"] if t["first_block"]]
+    assert len(loops) == 2 and {t["format"] for t in loops} == {"claude-code"}
+    for traj in loops:
+        # Blocked at the 4th identical failing call; the 2nd block stops the run (recommended).
+        assert traj["first_block"]["tool"] == "Bash"
+        assert traj["first_block"]["detector"] == "consecutive_repeat"
+        assert traj["stopped"] is True
+        assert traj["calls_saved"] == traj["calls"] - traj["first_block"]["index"]
+    summary = doc["summary"]
+    assert summary["trajectories"] == 3 and summary["with_block"] == 2
+    assert summary["calls_saved"] == sum(t["calls_saved"] for t in doc["trajectories"]) == 8
+    main(["analyze", str(projects), "--set", "profile=recommended"])
+    text = capsys.readouterr().out
+    assert "calls saved" in text and "4 calls saved" in text
+
+
+def test_analyze_claude_compaction_loop_with_the_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # OpenClaw's defaults block nothing this short, but the post-compaction guard stops the run
+    # on the 3rd identical outcome after the boundary: the last recorded call would not run.
+    code, doc = _analyze(capsys, str(CLAUDE / "compaction"))
+    (traj,) = doc["trajectories"]
+    assert code == 1
+    assert traj["first_block"]["detector"] == "compaction_loop_persisted"
+    assert traj["stopped"] is True and traj["blocks"] == 0
+    assert traj["first_block"]["index"] == 6 and traj["calls"] == 8
+    assert traj["calls_saved"] == 1 == doc["summary"]["calls_saved"]
+
+
+def test_calls_saved_counts_blocked_calls_not_calls_that_ran(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # OpenClaw defaults: the 21st identical call is blocked; the agent then makes 2 different
+    # calls (they would run) and repeats the loop twice (blocked again).
+    rows = [{"trajectory": "r", "tool": "exec", "args": {"command": "make"}, "result": "1 failing"}
+            for _ in range(21)]  # fmt: skip
+    rows += [{"trajectory": "r", "tool": "read", "args": {"path": p}, "result": p} for p in "ab"]
+    rows += [{"trajectory": "r", "tool": "exec", "args": {"command": "make"}, "result": "1 failing"}
+             for _ in range(2)]  # fmt: skip
+    code, doc = _analyze(capsys, str(_jsonl(tmp_path / "loop.jsonl", rows)))
+    (traj,) = doc["trajectories"]
+    assert code == 1 and traj["blocks"] == 3 and traj["stopped"] is False
+    assert traj["calls_after_first_block"] == 4
+    assert traj["calls_saved"] == 3 == doc["summary"]["calls_saved"]
