@@ -258,6 +258,84 @@ def test_gemini_cli_malformed_line(tmp_path: Path) -> None:
         list(read_transcripts(path))
 
 
+# -- Codex: real samples -------------------------------------------------------------------------
+
+
+def test_codex_failing_loop_rollout() -> None:
+    path = _only(CODEX, "failing-loop-*.jsonl")
+    assert detect(path).format == "codex"
+    (traj,) = read_transcripts(path)
+    meta = _first(path)["payload"]
+    assert traj.id == f"{meta['id']}:turn-1" and traj.format == "codex"
+    assert _shape(traj) == "E" * 8
+    assert all(c.tool == "exec_command" and c.params == {"cmd": "ls missing_dir"}
+               for c in traj.calls)  # fmt: skip
+    assert [c.tool_call_id for c in traj.calls] == [f"call_{n}" for n in range(1, 9)]
+    # The chunk id and wall time of each output are dropped: 8 identical outcomes.
+    assert len({c.result for c in traj.calls}) == 1
+    result = traj.calls[0].result
+    assert isinstance(result, str) and result.startswith("Process exited with code 2\n")
+    assert "Chunk ID" not in result and "Wall time" not in result
+    assert "No such file or directory" in result
+    assert {c.error for c in traj.calls} == {"exit code 2"}
+
+
+def test_codex_compaction_rollout_stays_one_turn() -> None:
+    path = _only(CODEX, "compaction-loop-*.jsonl")
+    (traj,) = read_transcripts(path)  # turn_context is written again after it, same turn id
+    assert _shape(traj) == "EEEEECEEE"
+    compaction = traj.items[5]
+    assert isinstance(compaction, Compaction)
+    line = json.loads(path.read_text().splitlines()[(compaction.line or 0) - 1])
+    assert line["type"] == "compacted"
+
+
+# -- Codex: edge cases ---------------------------------------------------------------------------
+
+
+def _cx(kind: str, **payload: Any) -> dict[str, Any]:
+    return {"timestamp": "t", "type": kind, "payload": payload}
+
+
+def test_codex_turns_tools_and_legacy_outputs(tmp_path: Path) -> None:
+    shell = json.dumps({"output": "boom", "metadata": {"exit_code": 1, "duration_seconds": 0.5}})
+    rows = [
+        _cx("session_meta", id="cx1", cwd="/w"),
+        _cx("event_msg", type="user_message", message="first"),  # an old rollout: no turn ids
+        _cx("response_item", type="function_call", name="shell",
+            arguments='{"command": ["make"]}', call_id="a"),
+        _cx("response_item", type="function_call_output", call_id="a", output=shell),
+        _cx("response_item", type="custom_tool_call", name="apply_patch", input="*** Begin",
+            call_id="b"),
+        _cx("response_item", type="custom_tool_call_output", call_id="b", output="Done!"),
+        _cx("response_item", type="local_shell_call", call_id="c",
+            action={"type": "exec", "command": ["ls"]}),
+        _cx("response_item", type="function_call_output", call_id="c",
+            output={"content": "denied", "success": False}),
+        _cx("event_msg", type="user_message", message="second"),
+        _cx("response_item", type="function_call", name="shell", arguments="{not json",
+            call_id="d"),
+        _cx("response_item", type="function_call_output", call_id="zz", output="orphan"),
+    ]  # fmt: skip
+    first, second = read_transcripts(_jsonl(tmp_path / "rollout-x.jsonl", rows))
+    assert (first.id, second.id) == ("cx1:turn-1", "cx1:turn-2")
+    shell_call, patch, local = first.calls
+    assert (shell_call.params, shell_call.result, shell_call.error) == (
+        {"command": ["make"]}, "boom", "exit code 1")  # fmt: skip
+    assert (patch.tool, patch.params, patch.result) == ("apply_patch", "*** Begin", "Done!")
+    assert (local.tool, local.error) == ("local_shell", "denied")
+    assert second.calls[0].params == "{not json" and second.orphan_results == 1
+
+
+def test_codex_malformed_lines(tmp_path: Path) -> None:
+    rows = [_cx("session_meta", id="cx"), {"timestamp": "t", "type": "response_item"}]
+    path = _jsonl(tmp_path / "rollout-y.jsonl", rows)
+    with pytest.raises(
+        TranscriptError, match=r'rollout-y\.jsonl:2: a "response_item" line without'
+    ):
+        list(read_transcripts(path))
+
+
 # -- loopwarden analyze on ~/.claude/projects ----------------------------------------------------
 
 
@@ -336,3 +414,29 @@ def test_calls_saved_counts_blocked_calls_not_calls_that_ran(
     assert code == 1 and traj["blocks"] == 3 and traj["stopped"] is False
     assert traj["calls_after_first_block"] == 4
     assert traj["calls_saved"] == 3 == doc["summary"]["calls_saved"]
+
+
+# -- loopwarden analyze on ~/.codex --------------------------------------------------------------
+
+
+def test_analyze_a_codex_home(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    home = tmp_path / ".codex"
+    day = home / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    for src in sorted(CODEX.glob("*.jsonl")):
+        shutil.copy(src, day / src.name[src.name.index("rollout-") :])
+    _jsonl(home / "history.jsonl", [{"session_id": "x", "ts": 1, "text": "hi"}] * 2)
+    (home / "config.toml").write_text('model = "gpt-5"\n')
+    (home / "log").mkdir()
+    (home / "log" / "codex-tui.log").write_text("log\n")
+    code, doc = _analyze(capsys, str(home))
+    assert code == 1 and doc["errors"] == []
+    assert [Path(s.split(":")[0]).name for s in doc["skipped"]] == ["history.jsonl"]
+    assert doc["summary"]["trajectories"] == 2 and doc["summary"]["stopped"] == 1
+    (stopped,) = [t for t in doc["trajectories"] if t["stopped"]]
+    assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
+    assert stopped["first_block"]["index"] == 7 == stopped["calls"] - 1
+    code, doc = _analyze(capsys, str(home / "sessions"), "--set", "profile=recommended")
+    assert [t["first_block"]["index"] for t in doc["trajectories"]] == [4, 4]
+    assert [t["calls_saved"] for t in doc["trajectories"]] == [4, 4]
+    assert doc["summary"]["calls_saved"] == 8

@@ -26,6 +26,9 @@ LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_cont
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 _TURN_EVENTS = frozenset({"task_started", "turn_started"})
+# exec_command output starts with a header; its chunk id and wall time change on every call.
+_VOLATILE = ("Chunk ID: ", "Wall time: ")
+_EXIT = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
@@ -112,4 +115,27 @@ def _outcome(output: Any) -> tuple[Any, str | None]:
         return text_of(output), None
     if output is None:
         return MISSING, None
-    return str(output), None
+    return _shell_outcome(str(output))
+
+
+def _shell_outcome(text: str) -> tuple[Any, str | None]:
+    """A shell command's output: volatile header lines dropped, a non-zero exit marks failure.
+
+    0.1xx ``exec_command``: ``Chunk ID: …\nWall time: …\nProcess exited with code N\n…
+    Output:\n<output>``. Older ``shell`` tool: a JSON string ``{"output", "metadata":
+    {"exit_code", "duration_seconds"}}``.
+    """
+    legacy = parse_arguments(text) if text.startswith("{") else None
+    if isinstance(legacy, dict) and isinstance(legacy.get("metadata"), dict):
+        body, code = legacy.get("output"), legacy["metadata"].get("exit_code")
+        result = body if isinstance(body, str) else text
+        failed = isinstance(code, int) and code != 0
+        return result, (f"exit code {code}" if failed else None)
+    head, marker, body = text.partition("Output:\n")
+    if marker and head.startswith(_VOLATILE):
+        kept = [line for line in head.splitlines(keepends=True) if not line.startswith(_VOLATILE)]
+        text = "".join(kept) + marker + body
+    exit_code = _EXIT.search(text)
+    if exit_code is not None and exit_code.group(1) != "0":
+        return text, f"exit code {exit_code.group(1)}"
+    return text, None

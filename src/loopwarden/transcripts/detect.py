@@ -66,7 +66,13 @@ def detect(path: Path) -> Detected:
         found = _detect_line(head)
         if found is not None:
             return found
-    return _detect_doc(load_json(path))
+    try:
+        doc = load_json(path)
+    except TranscriptError:
+        if isinstance(head, dict):  # more JSON lines follow (a CLI's history.jsonl...)
+            return Detected(None, "JSON lines of no known transcript format")
+        raise
+    return _detect_doc(doc)
 
 
 def _first_line(path: Path) -> str | None:
