@@ -12,7 +12,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -48,37 +49,64 @@ class SQLiteStore:
         self.session_ttl = session_ttl
         self._timeout = timeout
         self._clock = clock
-        self._lock = threading.Lock()
+        # Re-entrant: an update inside transaction() joins the transaction the thread holds.
+        self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._updates = 0
+        self._in_transaction = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
 
     def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """Read, apply ``fn`` and write the session under SQLite's write lock."""
-        with self._lock:
-            conn = self._connection()
+        with self.transaction() as conn:
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    session = self._load(conn, key) or GuardSession(key)
-                    result = fn(session)
-                    data = json.dumps(snapshot_session(session), separators=(",", ":"))
-                    conn.execute(
-                        "INSERT INTO sessions (key, data, updated_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT (key) DO UPDATE SET data = excluded.data, "
-                        "updated_at = excluded.updated_at",
-                        (key, data, self._clock()),
-                    )
-                    self._sweep(conn)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
+                session = self._load(conn, key) or GuardSession(key)
+                result = fn(session)
+                data = json.dumps(snapshot_session(session), separators=(",", ":"))
+                conn.execute(
+                    "INSERT INTO sessions (key, data, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET data = excluded.data, "
+                    "updated_at = excluded.updated_at",
+                    (key, data, self._clock()),
+                )
+                self._sweep(conn)
             except sqlite3.Error as exc:
                 raise self._error(exc) from None
             return result
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Hold SQLite's write lock across several updates and the caller's own statements.
+
+        Updates made inside join this one transaction (one commit, or one rollback if anything
+        raises), so a process that must read and write more than one session row, or rows of
+        its own next to them (the coding-CLI hooks), does so atomically against every other
+        process sharing the file. Nested calls join the outer transaction.
+        """
+        with self._lock:
+            conn = self._connection()
+            if self._in_transaction:
+                yield conn
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
+            self._in_transaction = True
+            try:
+                yield conn
+            except BaseException:
+                self._in_transaction = False
+                _rollback(conn)
+                raise
+            self._in_transaction = False
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise self._error(exc) from None
 
     def peek(self, key: str) -> GuardSession | None:
         """The stored session (a copy), or None when absent or expired."""
@@ -135,6 +163,12 @@ class SQLiteStore:
         return StoreUnavailableError(
             f"session store: {describe_error(self.path, exc)}", policy=self.on_store_error
         )
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open (SQLite may already have rolled it back)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 __all__ = ["SQLiteStore", "default_sessions_path"]
