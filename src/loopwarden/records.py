@@ -20,7 +20,6 @@ The default file is ``$XDG_STATE_HOME/loopwarden/runs.db`` (``~/.local/state/loo
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
@@ -32,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopwarden._lazylog import get_logger
 from loopwarden.events import LoopEvent
 
 if TYPE_CHECKING:
     from loopwarden.guard import LoopGuard
     from loopwarden.store import RunRecord
 
-logger = logging.getLogger("loopwarden.records")
+logger = get_logger("loopwarden.records")  # logging loads on first use: start-up time
 
 PathLike = str | os.PathLike[str]
 
@@ -87,6 +87,16 @@ _MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     CREATE INDEX sessions_by_updated ON sessions (updated_at);
+    """,
+    # 2 -> 3: what the coding-CLI hooks keep per CLI session between hook processes (the
+    # current run, answers already given), plain JSON; see loopwarden.hooks.
+    """
+    CREATE TABLE hook_sessions (
+        key        TEXT PRIMARY KEY,
+        data       TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX hook_sessions_by_updated ON hook_sessions (updated_at);
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
