@@ -23,7 +23,13 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from loopwarden._version import __version__
 
 # Sub-command modules under loopwarden.cli, in help order.
-_COMMANDS: tuple[str, ...] = ("analyze_cmd", "config_cmd", "mcp_proxy_cmd", "runs_cmd")
+_COMMANDS: tuple[str, ...] = (
+    "analyze_cmd",
+    "config_cmd",
+    "hook_cmd",
+    "mcp_proxy_cmd",
+    "runs_cmd",
+)
 
 
 def engine_compiled() -> bool:

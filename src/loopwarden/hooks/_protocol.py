@@ -1,0 +1,224 @@
+"""The coding CLIs' hook protocols, as pure functions: payload → :class:`HookEvent`, and a
+guard decision → the :class:`Answer` that CLI understands.
+
+What each CLI really does with an answer was checked against the real CLIs (Claude Code 2.1,
+Codex 0.171, Gemini CLI 0.61) in headless mode; the tables in ``docs/coding-agents.md`` say the
+same for users. The facts that shape the answers:
+
+- **Claude Code** shows a ``PreToolUse`` deny's reason to the model as the call's error result;
+  ``additionalContext`` (without a decision) reaches the model right after the call's result;
+  ``"continue": false`` ends a headless run only from ``PostToolUse`` (not from ``PreToolUse``,
+  nor after a failed call).
+- **Codex** shows a deny's reason as the call's output and ``additionalContext`` as a developer
+  message; it discards an answer with any field it does not expect for the event (a deny next to
+  ``"continue": false`` is ignored and the command runs), and no answer ends a ``codex exec``
+  run. ``PostToolUse`` ``decision: block`` replaces the call's output with the reason.
+- **Gemini CLI** shows a ``BeforeTool`` deny's reason as the call's error; it ignores context
+  given before a tool runs, so a warning is delivered after it (``AfterTool``
+  ``additionalContext``); ``"continue": false`` ends the run. Its ``PreCompress`` fires before
+  every model request, compaction or not, so it cannot arm the post-compaction guard.
+
+Where a CLI cannot end the run, the guard's stopped run does it: every later call of the run
+is denied with the stop reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from loopwarden.canonical import UNDEFINED
+
+AGENTS: tuple[str, ...] = ("claude-code", "codex", "gemini-cli")
+"""The coding CLIs ``loopwarden hook`` speaks to."""
+
+EventKind = Literal["prompt", "before", "after", "compaction", "turn_end", "session_end", "ignored"]
+
+
+class HookInputError(ValueError):
+    """A hook payload loopwarden cannot use; the message says what is wrong and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookEvent:
+    """One hook event, in loopwarden's terms (never logged or stored as is: it holds raw data)."""
+
+    name: str  # the CLI's own event name, e.g. "PreToolUse"
+    kind: EventKind
+    session_id: str
+    run_id: str | None  # the CLI's turn id when the payload has one
+    tool: str = ""
+    params: Any = None
+    tool_call_id: str | None = None
+    result: Any = UNDEFINED
+    error: Any = None
+    failed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the hook process prints on stdout (possibly nothing) and its exit code."""
+
+    stdout: str = ""
+    exit_code: int = 0
+
+
+SILENT = Answer()
+
+# The CLI's event name → what it means to the guard. Events not listed are answered silently.
+_KINDS: dict[str, dict[str, EventKind]] = {
+    "claude-code": {
+        "UserPromptSubmit": "prompt",
+        "PreToolUse": "before",
+        "PostToolUse": "after",
+        "PostToolUseFailure": "after",
+        # Claude Code fires both after an automatic or manual compaction; arming twice before
+        # the next call is the same as arming once (a fresh window each time).
+        "PostCompact": "compaction",
+        "SessionStart": "compaction",  # only with source "compact", see _kind
+        "Stop": "turn_end",
+        "SessionEnd": "session_end",
+    },
+    "codex": {
+        "UserPromptSubmit": "prompt",
+        "PreToolUse": "before",
+        "PostToolUse": "after",
+        "PostCompact": "compaction",
+        "SessionStart": "compaction",
+        "Stop": "turn_end",
+        "SessionEnd": "session_end",
+    },
+    "gemini-cli": {
+        "BeforeAgent": "prompt",
+        "BeforeTool": "before",
+        "AfterTool": "after",
+        "AfterAgent": "turn_end",
+        "SessionEnd": "session_end",
+    },
+}
+
+# Gemini CLI's shell output names the process group, a new number every call.
+_GEMINI_VOLATILE = re.compile(r"^Process Group PGID: \d+\n?", re.MULTILINE)
+
+
+def parse_event(agent: str, payload: object) -> HookEvent:
+    """Read one hook payload of ``agent``; raises :class:`HookInputError` when it is unusable."""
+    if not isinstance(payload, Mapping):
+        raise HookInputError(f"the hook event must be a JSON object, got {type(payload).__name__}")
+    name = _text(payload, "hook_event_name", required=True)
+    session_id = _text(payload, "session_id", required=True)
+    kind = _kind(agent, name, payload)
+    run_id = _text(payload, "turn_id") or _text(payload, "prompt_id") or None
+    if kind not in ("before", "after"):
+        return HookEvent(name, kind, session_id, run_id)
+    tool = _text(payload, "tool_name", required=True)
+    params = payload.get("tool_input", {})
+    call_id = _text(payload, "tool_use_id") or None
+    if kind == "before":
+        return HookEvent(name, kind, session_id, run_id, tool, params, call_id)
+    result, error, failed = _outcome(agent, name, payload)
+    return HookEvent(name, kind, session_id, run_id, tool, params, call_id, result, error, failed)
+
+
+def handles(agent: str, name: str) -> bool:
+    """Whether ``name`` is one of the events loopwarden's hook for ``agent`` knows."""
+    return name in _KINDS[agent]
+
+
+def _kind(agent: str, name: str, payload: Mapping[str, Any]) -> EventKind:
+    kind = _KINDS[agent].get(name, "ignored")
+    if name == "SessionStart" and payload.get("source") != "compact":
+        return "ignored"
+    return kind
+
+
+def _text(payload: Mapping[str, Any], key: str, *, required: bool = False) -> str:
+    value = payload.get(key)
+    if isinstance(value, str) and value.strip():
+        return value
+    if required:
+        found = "missing" if value is None else f"{type(value).__name__} {value!r:.40}"
+        raise HookInputError(f"the hook event's {key!r} must be a non-empty string ({found})")
+    return ""
+
+
+def _outcome(agent: str, name: str, payload: Mapping[str, Any]) -> tuple[Any, Any, bool | None]:
+    """(result, error, failed) of a finished call, as the guard hashes them.
+
+    A CLI's tool response becomes the text a model would see, wrapped as a tool result: the
+    outcome hash of a bare dict reads only its ``details`` and ``content``, which these
+    responses do not have, so every response would otherwise look the same.
+    """
+    if name == "PostToolUseFailure":  # Claude Code: a failed call carries only its error text
+        return UNDEFINED, str(payload.get("error") or "tool call failed"), True
+    response = payload.get("tool_response")
+    if agent == "gemini-cli" and isinstance(response, Mapping):
+        error = response.get("error")
+        if error:
+            return UNDEFINED, _as_text(error), True
+        text = _GEMINI_VOLATILE.sub("", _as_text(response.get("llmContent", response)))
+        return _text_result(text), None, None
+    return _text_result(_as_text(response)), None, None
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _text_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def deny(agent: str, event: HookEvent, reason: str, *, stop: bool = False) -> Answer:
+    """The call must not run; ``reason`` reaches the model as its result.
+
+    ``stop`` also ends the run where the CLI honours that before a tool runs (Gemini CLI only).
+    """
+    if agent == "gemini-cli":
+        body: dict[str, Any] = {"decision": "deny", "reason": reason}
+        if stop:
+            body.update({"continue": False, "stopReason": reason})
+        return _json(body)
+    return _json(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": event.name,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+    )
+
+
+def context(event: HookEvent, text: str) -> Answer:
+    """Let the call run (or stand) and show ``text`` to the model next to its result."""
+    return _json({"hookSpecificOutput": {"hookEventName": event.name, "additionalContext": text}})
+
+
+def end_run(agent: str, event: HookEvent, reason: str) -> Answer:
+    """After a call ran: end the run if the CLI lets a hook do that here, else tell the model.
+
+    Later calls of the run are denied with ``reason`` either way (the guard's stopped run).
+    """
+    if agent == "codex":  # no answer ends a codex exec run; this replaces the call's output
+        return _json({"decision": "block", "reason": reason})
+    if agent == "claude-code" and event.name == "PostToolUseFailure":
+        return context(event, reason)  # "continue": false is ignored after a failure
+    return _json({"continue": False, "stopReason": reason})
+
+
+def warns_before(agent: str) -> bool:
+    """Whether the CLI shows context given before a tool runs (Gemini CLI only shows it after)."""
+    return agent != "gemini-cli"
+
+
+def _json(body: Mapping[str, Any]) -> Answer:
+    return Answer(json.dumps(body, ensure_ascii=False))

@@ -1,0 +1,233 @@
+"""The hook process: one event in, one answer out, state in SQLite between processes.
+
+Every event is handled inside one SQLite write transaction that covers the guard's session row
+and the hook's own row for the CLI session (its current run, the answers it already gave), so
+hook processes the CLI starts at the same time (parallel tool calls, or the same hook
+configured twice) are serialised by the file's lock: a call is never lost or counted twice.
+Run records (``loopwarden runs``) are written to the same file after that transaction commits.
+
+Anything that goes wrong in loopwarden itself fails open: the CLI gets the answer that lets the
+tool call proceed, and one line on stderr says what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loopwarden.canonical import hash_tool_call
+from loopwarden.config import ResolvedConfig
+from loopwarden.events import LoopEvent
+from loopwarden.guard import Decision, LoopGuard
+from loopwarden.hooks._protocol import (
+    SILENT,
+    Answer,
+    HookEvent,
+    context,
+    deny,
+    end_run,
+    warns_before,
+)
+from loopwarden.records import PathLike, default_db_path
+from loopwarden.store import RunRecord
+from loopwarden.stores.sqlite import SQLiteStore
+
+logger = logging.getLogger("loopwarden.hooks")
+
+SESSION_TTL = 7 * 24 * 3600.0
+"""Seconds a CLI session's state is kept unused: a session resumed a week later starts fresh."""
+
+_MAX_ANSWERS = 64  # answers remembered per CLI session, for duplicate hook processes
+_MAX_WARNINGS = 64
+
+
+@dataclass
+class HookSession:
+    """What the hook keeps per CLI session next to the guard's state (hashes and ids only)."""
+
+    run: str | None = None  # the current run (turn), when the CLI gives no turn id
+    turns: int = 0
+    ended: bool = False  # the current run's end was recorded
+    # "<event>:<tool call id>" → the answer already given (a duplicate process gets the same).
+    answers: dict[str, str] = field(default_factory=dict)
+    # Gemini CLI: warnings waiting for the call's AfterTool, by call signature.
+    warnings: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> HookSession:
+        data = json.loads(text) if text else {}
+        return cls(
+            run=data.get("run"),
+            turns=int(data.get("turns", 0)),
+            ended=bool(data.get("ended", False)),
+            answers=dict(data.get("answers", {})),
+            warnings=dict(data.get("warnings", {})),
+        )
+
+    def to_json(self) -> str:
+        body = {
+            "run": self.run,
+            "turns": self.turns,
+            "ended": self.ended,
+            "answers": _newest(self.answers, _MAX_ANSWERS),
+            "warnings": _newest(self.warnings, _MAX_WARNINGS),
+        }
+        return json.dumps(body, separators=(",", ":"))
+
+
+def _newest(entries: dict[str, str], limit: int) -> dict[str, str]:
+    return dict(list(entries.items())[-limit:])
+
+
+@dataclass
+class _Outcome:
+    """What one event produced: the answer, and what the run records must be told."""
+
+    answer: Answer = SILENT
+    started: list[str | None] = field(default_factory=list)
+    ended: list[RunRecord] = field(default_factory=list)
+
+
+class HookRunner:
+    """Handles hook events of one CLI against the state file (one instance per process)."""
+
+    def __init__(self, agent: str, config: ResolvedConfig, db: PathLike | None = None) -> None:
+        self.agent = agent
+        self.path = Path(db) if db is not None else default_db_path()
+        self.store = SQLiteStore(self.path, session_ttl=SESSION_TTL, timeout=5.0)
+        self.guard = LoopGuard(config, store=self.store, agent_id=agent)
+        self._events: list[LoopEvent] = []
+        self.guard.subscribe(self._events.append)
+
+    def handle(self, event: HookEvent) -> Answer:
+        """Apply one event atomically, then write the run records; returns the CLI's answer."""
+        key = f"{self.agent}:{event.session_id}"
+        with self.store.transaction() as conn:
+            session = _load(conn, key)
+            outcome = self._apply(key, session, event)
+            _save(conn, key, session)
+            if outcome.started:
+                _sweep(conn)
+        self._record(key, outcome)
+        return outcome.answer
+
+    # -- one event -------------------------------------------------------------------------
+
+    def _apply(self, key: str, session: HookSession, event: HookEvent) -> _Outcome:
+        outcome = _Outcome()
+        if event.kind == "prompt":
+            self._start(key, session, event.run_id or f"turn-{session.turns + 1}", outcome)
+            return outcome
+        if event.run_id is not None and event.run_id != session.run:
+            self._start(key, session, event.run_id, outcome)  # a turn whose prompt we missed
+        run = session.run
+        if event.kind == "compaction":
+            self.guard.on_compaction_retry(key, run_id=run)
+        elif event.kind in ("turn_end", "session_end"):
+            if not session.ended:
+                outcome.ended.extend(_some(self.guard.end_run(key, run)))
+                session.ended = True
+        elif event.kind in ("before", "after"):
+            outcome.answer = self._call(key, session, event, run)
+        return outcome
+
+    def _start(self, key: str, session: HookSession, run: str, outcome: _Outcome) -> None:
+        if session.run is not None and not session.ended:
+            outcome.ended.extend(_some(self.guard.end_run(key, session.run)))
+        session.run, session.turns, session.ended = run, session.turns + 1, False
+        session.warnings.clear()
+        self.guard.start_run(key, run)
+        outcome.started.append(run)
+
+    def _call(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
+        seen = f"{event.name}:{event.tool_call_id}" if event.tool_call_id else None
+        if seen is not None and seen in session.answers:
+            return Answer(session.answers[seen])  # a duplicate hook process: same answer
+        answer = (
+            self._before(key, session, event, run)
+            if event.kind == "before"
+            else self._after(key, session, event, run)
+        )
+        if seen is not None:
+            session.answers[seen] = answer.stdout
+        return answer
+
+    def _before(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
+        decision = self.guard.before_tool_call(
+            key, event.tool, event.params, run_id=run, tool_call_id=event.tool_call_id
+        )
+        message = decision.message or ""
+        if decision.action == "block":
+            return deny(self.agent, event, message)
+        if decision.action == "stop":
+            return deny(self.agent, event, message, stop=True)
+        if decision.action == "warn" and message:
+            if warns_before(self.agent):
+                return context(event, message)
+            session.warnings[hash_tool_call(event.tool, event.params)] = message
+        return SILENT
+
+    def _after(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
+        decision: Decision = self.guard.after_tool_call(
+            key,
+            event.tool,
+            event.params,
+            result=event.result,
+            error=event.error,
+            failed=event.failed,
+            run_id=run,
+            tool_call_id=event.tool_call_id,
+        )
+        if decision.action == "stop" and decision.message:
+            return end_run(self.agent, event, decision.message)
+        if session.warnings:
+            warning = session.warnings.pop(hash_tool_call(event.tool, event.params), None)
+            if warning:
+                return context(event, warning)
+        return SILENT
+
+    # -- run records, after the commit -----------------------------------------------------
+
+    def _record(self, key: str, outcome: _Outcome) -> None:
+        if not (self._events or outcome.started or outcome.ended):
+            return
+        from loopwarden.records import RunRecorder  # only when there is something to write
+
+        with RunRecorder(self.path, batch=1_000) as recorder:
+            for run in outcome.started:
+                recorder.run_started(key, run, self.agent)
+            for event in self._events:
+                recorder.record_event(event)
+            for record in outcome.ended:
+                recorder.run_ended(record)
+        self._events.clear()
+
+
+def _some(record: RunRecord | None) -> list[RunRecord]:
+    return [] if record is None else [record]
+
+
+def _load(conn: sqlite3.Connection, key: str) -> HookSession:
+    oldest = time.time() - SESSION_TTL
+    row = conn.execute(
+        "SELECT data FROM hook_sessions WHERE key = ? AND updated_at >= ?", (key, oldest)
+    ).fetchone()
+    return HookSession.from_json(None if row is None else row[0])
+
+
+def _save(conn: sqlite3.Connection, key: str, session: HookSession) -> None:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO hook_sessions (key, data, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at",
+        (key, session.to_json(), now),
+    )
+
+
+def _sweep(conn: sqlite3.Connection) -> None:
+    """Forget CLI sessions unused for longer than :data:`SESSION_TTL` (at each new turn)."""
+    conn.execute("DELETE FROM hook_sessions WHERE updated_at < ?", (time.time() - SESSION_TTL,))
