@@ -27,6 +27,7 @@ _COMMANDS: tuple[str, ...] = (
     "analyze_cmd",
     "config_cmd",
     "hook_cmd",
+    "hooks_cmd",
     "mcp_proxy_cmd",
     "runs_cmd",
 )
