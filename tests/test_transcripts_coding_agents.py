@@ -153,6 +153,33 @@ def test_claude_code_without_prompt_ids_a_user_text_line_starts_a_run(tmp_path: 
     assert [(t.id, len(t.calls)) for t in trajs] == [("s1:turn-1", 2), ("s1:turn-2", 1)]
 
 
+def test_claude_code_stream_json_output(tmp_path: Path) -> None:
+    # `claude -p --output-format stream-json --verbose`: session_id, no prompt line, the
+    # compaction summary marked isSynthetic, subagent messages under parent_tool_use_id.
+    def line(kind: str, content: Any, **extra: Any) -> dict[str, Any]:
+        row = _cc(kind, content, session_id="st", uuid="u", **extra)
+        del row["sessionId"]
+        return row
+
+    rows = [
+        {"type": "system", "subtype": "init", "session_id": "st", "uuid": "i", "tools": []},
+        line("assistant", _use("t1", "make"), parent_tool_use_id=None),
+        line("user", _res("t1", "no", error=True), parent_tool_use_id=None),
+        {"type": "system", "subtype": "compact_boundary", "session_id": "st", "uuid": "b"},
+        line("user", "This session is being continued", isSynthetic=True),
+        line("assistant", _use("t2", "make"), parent_tool_use_id=None),
+        line("user", _res("t2", "no", error=True), parent_tool_use_id=None),
+        line("assistant", _use("t3", "ls"), parent_tool_use_id="t9"),
+        line("user", _res("t3", "a"), parent_tool_use_id="t9"),
+        {"type": "result", "subtype": "success", "session_id": "st", "result": "done"},
+    ]
+    path = _jsonl(tmp_path / "stdout.jsonl", rows)
+    assert detect(path).format == "claude-code"
+    main_run, agent = read_transcripts(path)
+    assert (main_run.id, _shape(main_run)) == ("st:turn-1", "ECE")
+    assert (agent.id, _shape(agent)) == ("st:agent-t9:turn-1", "R")
+
+
 def test_claude_code_malformed_lines_name_file_and_line(tmp_path: Path) -> None:
     good = _cc("user", "first", promptId="p1")
     path = tmp_path / "broken.jsonl"

@@ -29,15 +29,16 @@ _NOT_PROMPTS = ("[Request interrupted by user", "<local-command-stdout>", "<loca
 def looks_like(obj: dict[str, Any]) -> bool:
     """True when a first line is a Claude Code transcript line (detection).
 
-    Lines of the conversation tree carry ``uuid``/``parentUuid`` (``summary`` lines a
-    ``leafUuid``); the bookkeeping lines a file may start with carry a ``sessionId``, or are
-    file-history snapshots.
+    Message lines carry ``uuid`` (``summary`` lines a ``leafUuid``); a file may also start with
+    a bookkeeping line (``queue-operation``, ``file-history-snapshot``...) naming the session.
     """
     kind = obj.get("type")
     if not isinstance(kind, str) or "payload" in obj or "projectHash" in obj:
         return False  # Codex and Gemini CLI lines (checked by their own importers)
     if any(key in obj for key in ("uuid", "parentUuid", "leafUuid")):
         return True
+    if kind in ("user", "assistant", "system"):
+        return False  # a message line without a uuid is some other tool's log
     return "sessionId" in obj or (kind == "file-history-snapshot" and "snapshot" in obj)
 
 
@@ -72,12 +73,17 @@ def _thread(
 ) -> TurnSplitter:
     """The splitter of the line's thread: the main conversation or one subagent."""
     key = "main"
-    if obj.get("isSidechain") is True:
-        agent = obj.get("agentId")
-        key = f"agent-{agent}" if isinstance(agent, str) and agent else "sidechain"
+    agent = obj.get("agentId") if obj.get("isSidechain") is True else None
+    parent_call = obj.get("parent_tool_use_id")  # stream-json output: the subagent's Agent call
+    if isinstance(agent, str) and agent:
+        key = f"agent-{agent}"
+    elif obj.get("isSidechain") is True:
+        key = "sidechain"
+    elif isinstance(parent_call, str) and parent_call:
+        key = f"agent-{parent_call}"
     splitter = threads.get(key)
     if splitter is None:
-        session = obj.get("sessionId")
+        session = obj.get("sessionId", obj.get("session_id"))
         session = session if isinstance(session, str) and session else stem
         prefix = session if key == "main" else f"{session}:{key}"
         splitter = TurnSplitter(str(path), FORMAT, prefix)
@@ -119,9 +125,8 @@ def _user(splitter: TurnSplitter, obj: dict[str, Any], message: dict[str, Any]) 
 
 def _is_prompt(obj: dict[str, Any], content: Any) -> bool:
     """A user line the user (or a caller of ``claude -p``) wrote, which starts a turn."""
-    if obj.get("isMeta") is True or obj.get("isCompactSummary") is True:
-        return False
-    if obj.get("isVisibleInTranscriptOnly") is True:
+    flags = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly", "isSynthetic")
+    if any(obj.get(flag) is True for flag in flags):
         return False
     text = text_of(content).lstrip()
     return bool(text) and not text.startswith(_NOT_PROMPTS)
