@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -392,6 +392,107 @@ def agent_ids(full_config: Mapping[str, Any]) -> list[str]:
 # §1.2 strict validation
 
 
+# The fast path of strict validation. pydantic (loopwarden._config_schema) is the one authority
+# on what is valid, but importing it and building the schema costs ~100 ms: too much for a hook
+# process that reads its config file on every tool call. A block made only of plainly valid
+# values (known keys; exact ints in range, bools, the known profiles, compiling patterns) is
+# valid without asking; anything else, valid or not, goes to the schema, which then also words
+# the errors. tests/test_fast_start.py checks that this never accepts what the schema refuses.
+
+_Check = Callable[[object], bool]
+_MAX_PLAIN_INT = 2**53
+
+
+def _plain_int(minimum: int) -> _Check:
+    return lambda v: v is None or (type(v) is int and minimum <= v <= _MAX_PLAIN_INT)
+
+
+def _plain_bool(value: object) -> bool:
+    return value is None or type(value) is bool
+
+
+def _plain_object(checks: Mapping[str, _Check], *, nullable: bool = True) -> _Check:
+    def check(value: object) -> bool:
+        if value is None:
+            return nullable
+        return type(value) is dict and all(
+            key in checks and checks[key](item) for key, item in value.items()
+        )
+
+    return check
+
+
+def _plain_patterns(value: object) -> bool:
+    if value is None:
+        return True
+    if type(value) is not list or not all(type(p) is str for p in value):
+        return False
+    from loopwarden.volatile import validate_patterns
+
+    return not validate_patterns(value)
+
+
+_PLAIN_POLICY = _plain_object(
+    {
+        "poll": _plain_bool,
+        "exempt": _plain_bool,
+        "warningThreshold": _plain_int(1),
+        "criticalThreshold": _plain_int(1),
+    },
+    nullable=False,  # a policy is an object; null is refused
+)
+
+
+def _plain_policies(value: object) -> bool:
+    if value is None:
+        return True
+    return type(value) is dict and all(
+        type(k) is str and _PLAIN_POLICY(p) for k, p in value.items()
+    )
+
+
+_PLAIN_BLOCK: dict[str, _Check] = {
+    "enabled": _plain_bool,
+    **{key: _plain_int(1) for key in _NUMERIC_DEFAULTS},
+    "detectors": _plain_object(
+        {
+            key: _plain_bool
+            for key in (*_DETECTOR_KEYS, "consecutiveRepeat", "cycle", "repeatedError")
+        }
+    ),
+    "postCompactionGuard": _plain_object({"windowSize": _plain_int(1)}),
+    "profile": lambda v: v is None or (type(v) is str and v in PROFILES),
+    "countBlockedCalls": _plain_bool,
+    "stopAfterBlocks": _plain_int(0),
+    "normalizeVolatile": _plain_bool,
+    "volatilePatterns": _plain_patterns,
+    "maxCyclePeriod": _plain_int(2),
+    "consecutiveWarningThreshold": _plain_int(1),
+    "consecutiveCriticalThreshold": _plain_int(1),
+    "consecutiveAnyResultThreshold": _plain_int(1),
+    "repeatedErrorThreshold": _plain_int(1),
+    "toolPolicies": _plain_policies,
+}
+
+
+def plainly_valid(block: object) -> bool:
+    """True when a ``tools.loopDetection`` block is surely valid, without pydantic.
+
+    False means "not sure": ask the strict schema (``validate_config`` does).
+    """
+    return isinstance(block, Mapping) and all(
+        key in _PLAIN_BLOCK and _PLAIN_BLOCK[key](value) for key, value in block.items()
+    )
+
+
+def _block_problems(block: object, prefix: str) -> list[str]:
+    if plainly_valid(block):
+        return []
+    from loopwarden._config_schema import block_problems  # pydantic: only when not sure
+
+    return block_problems(block, prefix)
+
+
 def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
     """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
     merged = with_profile_defaults(block)
@@ -510,11 +611,9 @@ def validate_config(
     if whole is None:
         whole = is_full_config(raw)
     full: Mapping[str, Any] = raw if whole else {"tools": {"loopDetection": raw}}
-    from loopwarden._config_schema import block_problems  # pydantic: only when validating
-
     problems, blocks = _shape_problems(full)
     for path, block in blocks:
-        problems.extend(block_problems(block, path))
+        problems.extend(_block_problems(block, path))
     if problems:
         raise ConfigError(problems, source)
     notices = _validated_notices(full, [path for path, _ in blocks])
@@ -541,8 +640,6 @@ def load_config(path: str | Path) -> ValidatedConfig:
     A missing file, a syntax error (with line and column) or a wrong shape each raise one
     :class:`ConfigError` with a clear message.
     """
-    import json5  # only when a file is read
-
     source = str(path)
     try:
         with open(path, encoding="utf-8") as file:
@@ -551,8 +648,20 @@ def load_config(path: str | Path) -> ValidatedConfig:
         raise ConfigError(["file not found"], source) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"cannot read the file: {exc}"], source) from None
+    return validate_config(_parse_json5(text, source), source=source, whole=True)
+
+
+def _parse_json5(text: str, source: str) -> Any:
+    """Parse a config file's text; a syntax error is a :class:`ConfigError` with its position."""
+    import json
+
+    try:  # JSON is JSON5 with the same values, and the stdlib parser loads and runs faster
+        return json.loads(text)
+    except ValueError:
+        pass
+    import json5
+
     try:
-        raw = json5.loads(text)
+        return json5.loads(text)
     except ValueError as exc:
         raise ConfigError([_syntax_problem(exc)], source) from None
-    return validate_config(raw, source=source, whole=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import json5
-
 from loopwarden.config import (
     BLOCK_PATH,
     ConfigError,
@@ -42,6 +40,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
     if key.startswith(BLOCK_PATH + "."):
         key = key[len(BLOCK_PATH) + 1 :]
+    import json5  # here, not at the top: commands that take no --set start faster
+
     try:
         value = json5.loads(raw)
     except ValueError:
