@@ -8,7 +8,6 @@ bookkeeping errors are logged and swallowed: the guard never breaks a tool call.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from loopwarden._lazylog import get_logger
 from loopwarden.canonical import UNDEFINED
 from loopwarden.compaction import (
     CompactionLoopPersistedError,
@@ -55,7 +55,7 @@ from loopwarden.volatile import VolatileNormalizer
 if TYPE_CHECKING:
     from loopwarden.records import RunRecorder
 
-logger = logging.getLogger("loopwarden.guard")
+logger = get_logger("loopwarden.guard")  # logging loads on first use: start-up time
 
 _T = TypeVar("_T")
 DecisionAction = Literal["allow", "warn", "block", "stop"]

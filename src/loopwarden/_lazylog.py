@@ -1,0 +1,34 @@
+"""A module logger that imports :mod:`logging` only when something is logged.
+
+``import logging`` costs about 4 ms (it pulls in traceback, string, weakref...), a noticeable
+share of a coding-agent hook process that runs once per tool call and usually logs nothing.
+The logger returned here is the real ``logging.getLogger(name)`` as soon as any of its
+attributes is used, so handlers, levels and ``caplog`` see exactly what they always saw.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from logging import Logger
+
+
+class _LazyLogger:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import logging
+
+        return getattr(logging.getLogger(self._name), attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy logger {self._name!r}>"
+
+
+def get_logger(name: str) -> Logger:
+    """``logging.getLogger(name)``, with ``logging`` imported on the logger's first use."""
+    return cast("Logger", _LazyLogger(name))
