@@ -115,12 +115,23 @@ def parse_event(agent: str, payload: object) -> HookEvent:
     if kind not in ("before", "after"):
         return HookEvent(name, kind, session_id, run_id)
     tool = _text(payload, "tool_name", required=True)
-    params = payload.get("tool_input", {})
+    params = _call_params(tool, payload.get("tool_input", {}))
     call_id = _text(payload, "tool_use_id") or None
     if kind == "before":
         return HookEvent(name, kind, session_id, run_id, tool, params, call_id)
     result, error, failed = _outcome(agent, name, payload)
     return HookEvent(name, kind, session_id, run_id, tool, params, call_id, result, error, failed)
+
+
+# Shell tools carry a free-text description of the command next to it: a model re-wording it
+# is still running the same command, so it is not part of the call's signature.
+_SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell"})
+
+
+def _call_params(tool: str, params: Any) -> Any:
+    if tool in _SHELL_TOOLS and isinstance(params, Mapping) and "description" in params:
+        return {k: v for k, v in params.items() if k != "description"}
+    return params
 
 
 def handles(agent: str, name: str) -> bool:

@@ -98,7 +98,7 @@ class HookRunner:
     def __init__(self, agent: str, config: ResolvedConfig, db: PathLike | None = None) -> None:
         self.agent = agent
         self.path = Path(db) if db is not None else default_db_path()
-        self.store = SQLiteStore(self.path, session_ttl=SESSION_TTL, timeout=5.0)
+        self.store = SQLiteStore(self.path, session_ttl=SESSION_TTL, timeout=2.0)
         self.guard = LoopGuard(config, store=self.store, agent_id=agent)
         self._events: list[LoopEvent] = []
         self.guard.subscribe(self._events.append)

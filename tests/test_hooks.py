@@ -1,0 +1,347 @@
+"""``loopwarden hook``: the coding CLIs' real hook payloads in, their own answer format out.
+
+The payloads are the ones Claude Code 2.1, Codex 0.171 and Gemini CLI 0.61 really sent
+(tests/data/coding_agents/*/hook-events/, captured against a local fake model); the end-to-end
+tests with the CLIs themselves are in tests/coding_agents/. Here the command runs in-process
+(``hook_cmd.handle``) for the many-call scenarios, and as a real process where stdin, stdout,
+the exit code, concurrency and the state file matter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwarden.cli import hook_cmd
+from loopwarden.hooks._protocol import parse_event
+
+DATA = Path(__file__).parent / "data" / "coding_agents"
+
+
+def payload(agent: str, name: str, **changes: Any) -> dict[str, Any]:
+    """A captured payload, in one CLI session (the captures come from several)."""
+    data: dict[str, Any] = json.loads((DATA / agent / "hook-events" / f"{name}.json").read_text())
+    data["session_id"] = "session-1"
+    data.update(changes)
+    return data
+
+
+class Hook:
+    """One CLI session talking to ``loopwarden hook AGENT`` with a state file in tmp_path."""
+
+    def __init__(self, agent: str, db: Path, overrides: list[str] | None = None) -> None:
+        self.agent, self.db, self.overrides = agent, db, overrides or []
+
+    def send(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        text = hook_cmd.handle(self.agent, json.dumps(event), None, self.overrides, str(self.db))
+        return json.loads(text) if text else None
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "runs.db"
+
+
+def _claude_call(n: int, command: str, prompt: str = "p1") -> tuple[dict[str, Any], ...]:
+    pre = payload("claude-code", "PreToolUse", prompt_id=prompt, tool_use_id=f"toolu_{n}")
+    pre["tool_input"] = {"command": command, "description": f"attempt {n}"}
+    post = payload("claude-code", "PostToolUseFailure", prompt_id=prompt, tool_use_id=f"toolu_{n}")
+    post["tool_input"] = dict(pre["tool_input"])
+    post["error"] = "Exit code 1\nFAIL: 3 tests failed"
+    return pre, post
+
+
+def test_every_captured_payload_parses() -> None:
+    kinds = {}
+    for agent in ("claude-code", "codex", "gemini-cli"):
+        for path in sorted((DATA / agent / "hook-events").glob("*.json")):
+            event = parse_event(agent, json.loads(path.read_text()))
+            kinds[f"{agent}/{path.stem}"] = event.kind
+    assert kinds["claude-code/PreToolUse"] == "before"
+    assert kinds["claude-code/PostToolUseFailure"] == "after"
+    assert kinds["claude-code/PostCompact"] == "compaction"
+    assert kinds["claude-code/SessionStart-compact"] == "compaction"
+    assert kinds["claude-code/SessionStart-startup"] == "ignored"
+    assert kinds["codex/PostToolUse-failed-command"] == "after"
+    assert kinds["codex/UserPromptSubmit"] == "prompt"
+    assert kinds["gemini-cli/BeforeAgent"] == "prompt"
+    assert kinds["gemini-cli/AfterTool-failing-command"] == "after"
+    # Gemini CLI fires PreCompress before every model request: it must not arm the guard.
+    assert kinds["gemini-cli/PreCompress"] == "ignored"
+
+
+def test_runs_are_the_cli_turns_and_outcomes_are_what_the_model_saw() -> None:
+    claude = parse_event("claude-code", payload("claude-code", "PostToolUse"))
+    assert claude.run_id == payload("claude-code", "PostToolUse")["prompt_id"]
+    assert claude.tool_call_id == "toolu_000000000000000000000001"
+    assert claude.params == {"command": "echo checking"}  # the description is not the call
+    assert "checking" in claude.result["content"][0]["text"]
+    codex = parse_event("codex", payload("codex", "PostToolUse-failed-command"))
+    assert codex.run_id == payload("codex", "PostToolUse-failed-command")["turn_id"]
+    assert codex.result == {"content": [{"type": "text", "text": "oops\n"}]}
+    gemini = parse_event("gemini-cli", payload("gemini-cli", "AfterTool-failing-command"))
+    assert gemini.run_id is None and gemini.tool_call_id is None
+    assert "PGID" not in gemini.result["content"][0]["text"]  # a new number every call
+    assert "Exit Code: 1" in gemini.result["content"][0]["text"]
+    error = parse_event("gemini-cli", payload("gemini-cli", "AfterTool-tool-error"))
+    assert error.failed is True and "File not found" in error.error
+
+
+def test_claude_code_failing_loop_warn_block_then_stop(db: Path) -> None:
+    hook = Hook("claude-code", db)
+    hook.send(payload("claude-code", "UserPromptSubmit", prompt_id="p1"))
+    answers = []
+    for n in range(1, 8):
+        pre, post = _claude_call(n, "npm test")
+        answer = hook.send(pre)
+        answers.append(answer)
+        if answer is None or "permissionDecision" not in answer["hookSpecificOutput"]:
+            assert hook.send(post) is None
+    assert answers[:3] == [None, None, None]
+    warning = answers[3]["hookSpecificOutput"]
+    assert warning["hookEventName"] == "PreToolUse" and "permissionDecision" not in warning
+    assert warning["additionalContext"].startswith("WARNING: You have called Bash 3 times")
+    block = answers[4]["hookSpecificOutput"]
+    assert block["permissionDecision"] == "deny"
+    assert block["permissionDecisionReason"].startswith("CRITICAL: Called Bash 4 times")
+    # The recommended profile's second block stops the run: every later call is denied.
+    for later in answers[5:]:
+        assert later["hookSpecificOutput"]["permissionDecision"] == "deny"
+    # A new prompt is a new run: the same command may run again.
+    hook.send(payload("claude-code", "UserPromptSubmit", prompt_id="p2"))
+    assert hook.send(_claude_call(9, "npm test", prompt="p2")[0]) is None
+
+
+def test_claude_code_post_compaction_guard_ends_the_run(db: Path) -> None:
+    hook = Hook("claude-code", db, ["profile=openclaw"])
+    outcomes = []
+    for n in range(1, 4):
+        pre, post = _claude_call(n, "npm test")
+        assert hook.send(pre) is None
+        outcomes.append(hook.send(post))
+    hook.send(payload("claude-code", "PostCompact", prompt_id="p1"))
+    hook.send(payload("claude-code", "SessionStart-compact", prompt_id="p1"))  # arms again: same
+    for n in range(4, 7):
+        pre, post = _claude_call(n, "npm test")
+        assert hook.send(pre) is None
+        outcomes.append(hook.send(post))
+    assert outcomes[:5] == [None] * 5
+    # After a failed call Claude Code ignores "continue": false: the reason goes in as context,
+    # and the next call of the run is denied with it.
+    reason = outcomes[5]["hookSpecificOutput"]["additionalContext"]
+    assert reason.startswith("CRITICAL: tool Bash repeated 3 times")
+    denied = hook.send(_claude_call(7, "npm test")[0])
+    assert denied["hookSpecificOutput"]["permissionDecisionReason"] == reason
+
+
+def test_claude_code_stop_after_a_successful_call_ends_the_run(db: Path) -> None:
+    hook = Hook("claude-code", db, ["profile=openclaw"])
+    hook.send(payload("claude-code", "PostCompact", prompt_id="p1"))
+    answers = []
+    for n in range(3):
+        post = payload("claude-code", "PostToolUse", prompt_id="p1", tool_use_id=f"t{n}")
+        hook.send(payload("claude-code", "PreToolUse", prompt_id="p1", tool_use_id=f"t{n}"))
+        answers.append(hook.send(post))
+    assert answers[:2] == [None, None]
+    assert answers[2]["continue"] is False
+    assert answers[2]["stopReason"].startswith("CRITICAL: tool Bash repeated 3 times")
+
+
+def test_codex_answers_only_with_fields_codex_accepts(db: Path) -> None:
+    hook = Hook("codex", db)
+    hook.send(payload("codex", "UserPromptSubmit"))
+    answers = []
+    for n in range(6):
+        pre = payload("codex", "PreToolUse", tool_use_id=f"call_{n}")
+        answer = hook.send(pre)
+        answers.append(answer)
+        if answer is None or "permissionDecision" not in answer["hookSpecificOutput"]:
+            post = payload("codex", "PostToolUse-failed-command", tool_use_id=f"call_{n}")
+            post["tool_input"] = pre["tool_input"]
+            hook.send(post)
+    # Codex discards a whole answer that has any other field (a deny next to "continue":
+    # false lets the command run): only hookSpecificOutput, and never "allow".
+    for answer in answers[3:]:
+        assert set(answer) == {"hookSpecificOutput"}
+    assert set(answers[3]["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+    assert answers[4]["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_codex_post_compaction_stop_replaces_the_output(db: Path) -> None:
+    hook = Hook("codex", db, ["profile=openclaw"])
+    hook.send(payload("codex", "PostCompact"))
+    answers = [hook.send(payload("codex", "PostToolUse", tool_use_id=f"c{n}")) for n in range(3)]
+    assert answers[2] == {"decision": "block", "reason": answers[2]["reason"]}
+    assert answers[2]["reason"].startswith("CRITICAL: tool Bash repeated 3 times")
+
+
+def test_gemini_cli_warns_after_the_call_and_stops_the_run(db: Path) -> None:
+    hook = Hook("gemini-cli", db)
+    hook.send(payload("gemini-cli", "BeforeAgent"))
+    before = payload("gemini-cli", "BeforeTool", tool_input={"command": "npm test"})
+    after = payload("gemini-cli", "AfterTool-failing-command", tool_input={"command": "npm test"})
+    seen = []
+    for _ in range(6):
+        answer = hook.send(before)
+        seen.append(("before", answer))
+        if answer is None:
+            seen.append(("after", hook.send(after)))
+    after_answers = [a for kind, a in seen if kind == "after"]
+    # Gemini CLI ignores context given before a tool: the warning comes with the result.
+    assert after_answers[3]["hookSpecificOutput"]["hookEventName"] == "AfterTool"
+    assert after_answers[3]["hookSpecificOutput"]["additionalContext"].startswith("WARNING")
+    blocks = [a for kind, a in seen if kind == "before" and a]
+    assert blocks[0] == {"decision": "deny", "reason": blocks[0]["reason"]}
+    assert blocks[1]["decision"] == "deny" and blocks[1]["continue"] is False
+    assert blocks[1]["stopReason"] == blocks[1]["reason"]
+    # Gemini CLI gives no turn id: a new BeforeAgent is a new run.
+    hook.send(payload("gemini-cli", "BeforeAgent"))
+    assert hook.send(before) is None
+
+
+def test_duplicate_hook_processes_count_a_call_once(db: Path) -> None:
+    hook = Hook("claude-code", db)
+    for n in range(1, 4):
+        pre, post = _claude_call(n, "npm test")
+        # The same event twice (loopwarden installed in two settings files): one call.
+        assert hook.send(pre) == hook.send(pre)
+        hook.send(post)
+        hook.send(post)
+    fourth = _claude_call(4, "npm test")[0]
+    warning = hook.send(fourth)
+    assert warning["hookSpecificOutput"]["additionalContext"].startswith(
+        "WARNING: You have called Bash 3 times"
+    )
+    assert hook.send(fourth) == warning
+
+
+# -- as a real process ----------------------------------------------------------------------
+
+
+def run_hook(
+    agent: str, stdin: str, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loopwarden", "hook", agent, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    yield {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+def test_process_answers_on_stdout_and_keeps_state_in_xdg_state_home(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    pre, post = _claude_call(1, "npm test")
+    for n in range(1, 5):
+        pre, post = _claude_call(n, "npm test")
+        done = run_hook("claude-code", json.dumps(pre), env)
+        assert done.returncode == 0 and done.stderr == ""
+        if n < 4:
+            assert done.stdout == ""
+            run_hook("claude-code", json.dumps(post), env)
+    assert "WARNING" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    state = tmp_path / "state" / "loopwarden" / "runs.db"
+    assert state.is_file()
+    # Privacy: the state file keeps names, hashes and counts, never the command or its output.
+    raw = b"".join(p.read_bytes() for p in state.parent.iterdir())
+    assert b"npm test" not in raw and b"FAIL: 3 tests" not in raw
+
+
+def test_concurrent_processes_lose_no_call(tmp_path: Path, env: dict[str, str]) -> None:
+    calls = [_claude_call(n, f"echo {n}")[0] for n in range(12)]
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        done = list(pool.map(lambda c: run_hook("claude-code", json.dumps(c), env), calls))
+    assert [d.returncode for d in done] == [0] * 12
+    assert all(d.stderr == "" for d in done)
+    conn = sqlite3.connect(tmp_path / "state" / "loopwarden" / "runs.db")
+    (data,) = conn.execute("SELECT data FROM sessions").fetchone()
+    history = json.loads(data)["history"]
+    assert len(history) == 12
+    assert len({record["args_hash"] for record in history}) == 12  # every signature once
+
+
+@pytest.mark.parametrize(
+    ("stdin", "says"),
+    [
+        ("{not json", "is not JSON"),
+        ('["a list"]', "must be a JSON object"),
+        ('{"hook_event_name": "PreToolUse"}', "'session_id' must be a non-empty string"),
+        ('{"hook_event_name": "Notification", "session_id": "s"}', "'Notification'"),
+    ],
+)
+def test_bad_events_fail_open_with_one_line(stdin: str, says: str, env: dict[str, str]) -> None:
+    done = run_hook("claude-code", stdin, env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and says in done.stderr
+    assert done.stderr.startswith("loopwarden hook claude-code: ")
+
+
+def test_corrupt_state_file_fails_open_and_is_left_alone(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    state = tmp_path / "state" / "loopwarden" / "runs.db"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"this is not a database" * 100)
+    before = state.read_bytes()
+    done = run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "not a" in done.stderr
+    assert state.read_bytes() == before
+
+
+def test_locked_state_file_fails_open(tmp_path: Path, env: dict[str, str]) -> None:
+    first = run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
+    assert first.returncode == 0
+    state = tmp_path / "state" / "loopwarden" / "runs.db"
+    holder = sqlite3.connect(state, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        done = run_hook("claude-code", json.dumps(_claude_call(2, "ls")[0]), env)
+    finally:
+        holder.execute("ROLLBACK")
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "locked" in done.stderr
+    # What was recorded before is still there.
+    data = sqlite3.connect(state).execute("SELECT data FROM sessions").fetchone()[0]
+    assert len(json.loads(data)["history"]) == 1
+
+
+def test_unreadable_config_fails_open(tmp_path: Path, env: dict[str, str]) -> None:
+    done = run_hook(
+        "codex", json.dumps(payload("codex", "PreToolUse")), env, "--config", "/nonexistent.json"
+    )
+    assert done.returncode == 0 and done.stdout == ""
+    assert "config" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_runs_list_shows_why_a_call_was_blocked(tmp_path: Path, env: dict[str, str]) -> None:
+    for n in range(1, 6):
+        pre, post = _claude_call(n, "npm test")
+        answer = run_hook("claude-code", json.dumps(pre), env).stdout
+        if "deny" not in answer:
+            run_hook("claude-code", json.dumps(post), env)
+    listing = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "runs", "list", "--blocked"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    assert "claude-code:" in listing and "p1" in listing
