@@ -25,6 +25,12 @@ N = VolatileNormalizer.build()
             '<<<EXTERNAL_UNTRUSTED_CONTENT id="a3c1e9f0b2d4c6e8f0a1b3c5d7e9f1a2">>> nope',
         ),
         ("2026-11-30T00:06:10.123Z ERROR db down", "2026-11-30T00:07:44.901Z ERROR db down"),
+        (
+            "npm error A complete log of this run can be found in: "
+            "/root/.npm/_logs/2026-12-01T10_25_33_033Z-debug-0.log",
+            "npm error A complete log of this run can be found in: "
+            "/root/.npm/_logs/2026-12-01T10_26_02_517Z-debug-0.log",
+        ),
         ("[12:01:33] retrying", "[12:01:34] retrying"),
         ("1 failed in 0.12s", "1 failed in 3.4s"),
         ("took 12ms", "took 250ms"),
