@@ -1,0 +1,204 @@
+"""End to end: the real Claude Code, a scripted model behind a fake Anthropic API, and the real
+``loopwarden hook claude-code`` installed in the project's ``.claude/settings.json``.
+
+Each test makes the model run a Bash command whose side effect (a line appended to a count
+file) counts its real executions, then asserts on that count and on what the model was shown
+(the recorded ``/v1/messages`` requests). The runs are headless (``claude -p``) and offline: the
+server binds to 127.0.0.1 and every nonessential-traffic switch is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_anthropic import FakeAnthropic, RepeatCommand, block_text, tool_results
+
+import _support
+
+CLAUDE = Path(__file__).resolve().parent / "node_modules" / ".bin" / "claude"
+RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
+
+# What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
+# phrases in what the model saw, not for the whole text, so wording around them may change.
+BLOCKED = "times in a row with identical arguments and identical results"
+WARNED = "WARNING: You have called Bash"
+COMPACTION_STOP = "after auto-compaction"
+
+
+def _claude() -> Path:
+    if not CLAUDE.exists():
+        reason = f"{CLAUDE} missing: run `npm ci` in tests/coding_agents"
+        if _support._must_have():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return CLAUDE
+
+
+@dataclass
+class Run:
+    """One finished CLI run: what the model saw, what really ran, what the CLI printed."""
+
+    server: FakeAnthropic
+    model: RepeatCommand
+    executions: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last request (the whole conversation the model saw)."""
+        return tool_results(self.server.messages[-1])
+
+    def request_with(self, results: int) -> dict[str, Any]:
+        """The first request that shows the model exactly this many tool results."""
+        return next(m for m in self.server.messages if len(tool_results(m)) == results)
+
+    def seen_text(self) -> str:
+        """Everything the model was shown in any request, as one string."""
+        return json.dumps(self.server.messages)
+
+    def session_id(self) -> str:
+        """Claude Code's session id, from its stream-json output."""
+        return str(json.loads(self.stdout.splitlines()[0])["session_id"])
+
+    def explain(self) -> str:
+        """Context for a failed assertion."""
+        tail = f"stderr:\n{self.stderr[-3000:]}\nstdout:\n{self.stdout[-3000:]}"
+        return f"rc={self.returncode}, {self.executions} executions\n{tail}"
+
+
+class Project:
+    """A fresh project, HOME and loopwarden state under one tmp folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.claude = _claude()
+        found = shutil.which("loopwarden")
+        assert found, "loopwarden is not on PATH (pip install -e .)"
+        self.loopwarden = found
+        self.work = root / "project"
+        for folder in (root / "home", self.work, root / "state"):
+            folder.mkdir()
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(root / "home"),
+            "XDG_STATE_HOME": str(root / "state"),
+            "IS_SANDBOX": "1",
+            "ANTHROPIC_API_KEY": "sk-test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
+        }
+
+    def lw(self, *args: str) -> str:
+        """Run a ``loopwarden`` command as the user would; its stdout."""
+        argv = [self.loopwarden, *args]
+        done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def install(self, *options: str) -> None:
+        """``loopwarden hooks install claude-code --project DIR`` with extra options."""
+        self.lw("hooks", "install", "claude-code", "--project", str(self.work), *options)
+
+    def run(self, model: RepeatCommand, count_file: Path) -> Run:
+        """``claude -p`` against a fake API playing ``model``; count_file counts executions."""
+        with FakeAnthropic(model) as server:
+            argv = [str(self.claude), "-p", "Run the checks until they pass."]
+            argv += ["--dangerously-skip-permissions", "--output-format", "stream-json"]
+            proc = subprocess.run(
+                [*argv, "--verbose"],
+                cwd=self.work,
+                env=self.env | {"ANTHROPIC_BASE_URL": server.url},
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
+        executions = len(count_file.read_text().splitlines()) if count_file.exists() else 0
+        run = Run(server, model, executions, proc.returncode, proc.stdout, proc.stderr)
+        assert not server.errors, server.errors
+        assert proc.returncode == 0, run.explain()
+        return run
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """A fresh project with no hooks yet."""
+    return Project(tmp_path)
+
+
+def failing(count_file: Path) -> str:
+    """A failing check whose every real execution appends one line to count_file."""
+    return f"echo run >> {count_file}; echo 'FAIL: 3 tests failed' >&2; exit 1"
+
+
+def test_without_loopwarden_the_loop_runs_to_the_end(project: Project, tmp_path: Path) -> None:
+    """The control: with no hook, every one of the model's 8 identical calls really runs."""
+    count = tmp_path / "count"
+    run = project.run(RepeatCommand(commands=[failing(count)] * 8), count)
+    assert run.executions == 8, run.explain()
+    assert BLOCKED not in run.seen_text()
+
+
+def test_failing_command_loop_is_blocked_at_its_fifth_call(
+    project: Project, tmp_path: Path
+) -> None:
+    """Recommended profile: the 4th call runs with a warning, the 5th is refused with the reason."""
+    count = tmp_path / "count"
+    model = RepeatCommand(commands=[failing(count)] * 10, final_text="Giving up.")
+    project.install()
+    run = project.run(model, count)
+    assert run.executions == 4, run.explain()
+    results = run.results()
+    assert len(results) == 10  # the model kept trying: every later call was refused
+    assert all(r.get("is_error") for r in results)
+    assert [BLOCKED in block_text(r) for r in results] == [False] * 4 + [True] * 6
+    # the warning reached the model together with the 4th call's real result
+    assert "FAIL: 3 tests failed" in block_text(results[3])
+    fourth = run.request_with(4)["messages"][-1]
+    assert WARNED in json.dumps(fourth) and WARNED not in json.dumps(run.request_with(3))
+    # afterwards, the user can find the run: blocked, then stopped (the second block)
+    listed = project.lw("runs", "list", "--blocked")
+    assert f"claude-code:{run.session_id()}" in listed and "stopped" in listed
+
+
+def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path) -> None:
+    """A healthy run of 25 distinct commands is neither blocked nor warned."""
+    count = tmp_path / "count"
+    commands = [f"echo step-{i} >> {count} && echo step {i} done" for i in range(25)]
+    project.install()
+    run = project.run(RepeatCommand(commands=commands), count)
+    assert run.executions == 25, run.explain()
+    results = run.results()
+    assert [block_text(r) for r in results] == [f"step {i} done" for i in range(25)]
+    assert not any(r.get("is_error") for r in results)
+    assert "CRITICAL" not in run.seen_text() and "WARNING: You have called" not in run.seen_text()
+    assert run.session_id() not in project.lw("runs", "list", "--blocked")
+
+
+def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_guard(
+    project: Project, tmp_path: Path
+) -> None:
+    """OpenClaw's thresholds (no rolling detector fires within 12 calls): the loop goes on after
+    an automatic compaction, and the post-compaction guard stops it at the 3rd identical
+    outcome of its window; every later call is refused with the stop reason."""
+    count = tmp_path / "count"
+    model = RepeatCommand(commands=[failing(count)] * 12, compact_after=3)
+    project.install("--set", "profile=openclaw")
+    run = project.run(model, count)
+    assert model.compactions == 1, "the CLI did not compact"
+    # 4 calls ran before the compaction (the 4th reported the full context), 3 after it
+    assert run.executions == 4 + 3, run.explain()
+    # after the compaction the model sees the kept 4th call, 3 more real failures, then refusals
+    after = [COMPACTION_STOP in block_text(r) for r in run.results()]
+    assert after == [False] * 4 + [True] * 5, run.explain()
+    assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
+    assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")
