@@ -1,0 +1,287 @@
+"""End to end: the real Codex CLI, a scripted model behind a fake OpenAI Responses API, and the
+real ``loopwarden hook codex`` installed in ``$CODEX_HOME`` by ``loopwarden hooks install``.
+
+Each test makes the model run a shell command whose side effect (a line appended to a count
+file) counts its real executions, then asserts on that count and on what the model was shown
+(the recorded ``/v1/responses`` requests). The runs are ``codex exec`` (headless) and offline:
+the server binds to 127.0.0.1, the provider is a custom one with its own key, and update
+checks, analytics, feedback and the plugin sync (which reaches out to github.com) are off.
+
+What Codex 0.171 does with the hook's answers (checked with the real CLI): a ``PreToolUse`` deny
+becomes the call's output ``Command blocked by PreToolUse hook: <reason>. Command: <cmd>``;
+``additionalContext`` becomes a developer message placed before the call's output; a
+``PostToolUse`` ``decision: block`` replaces the call's output with the reason; no answer ends
+a ``codex exec`` run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, RepeatCommand, messages, output_text, tool_outputs
+
+import _support
+
+CODEX = Path(__file__).resolve().parent / "node_modules" / ".bin" / "codex"
+RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes one to three seconds
+
+# What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
+# phrases in what the model saw, not for the whole text, so wording around them may change.
+BLOCKED = "times in a row with identical arguments and identical results"
+WARNED = "WARNING: You have called Bash"
+COMPACTION_STOP = "after auto-compaction"
+# How Codex itself words a PreToolUse deny in the call's output.
+CODEX_DENIED = "Command blocked by PreToolUse hook: "
+
+CONFIG = """\
+model = "gpt-5.1-codex"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false  # else Codex syncs curated plugins from github.com at start-up
+
+[model_providers.fake]
+name = "fake"
+base_url = "{base_url}"
+wire_api = "responses"
+env_key = "FAKE_OPENAI_KEY"
+"""
+
+
+def _codex() -> Path:
+    if not CODEX.exists():
+        reason = f"{CODEX} missing: run `npm ci` in tests/coding_agents"
+        if _support._must_have():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return CODEX
+
+
+@dataclass
+class Run:
+    """One finished CLI run: what the model saw, what ran, what the CLI printed."""
+
+    server: FakeOpenAI
+    model: RepeatCommand
+    executions: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def outputs(self) -> list[str]:
+        """The call outputs of the last request (everything since the last compaction)."""
+        return [output_text(item) for item in tool_outputs(self.server.responses[-1])]
+
+    def request_with(self, outputs: int) -> dict[str, Any]:
+        """The first request that shows the model exactly this many call outputs."""
+        return next(r for r in self.server.responses if len(tool_outputs(r)) == outputs)
+
+    def seen_text(self) -> str:
+        """Everything the model was shown in any request, as one string."""
+        return json.dumps([r.get("input") for r in self.server.responses])
+
+    def explain(self) -> str:
+        """Context for a failed assertion."""
+        return (
+            f"rc={self.returncode} executions={self.executions} "
+            f"outputs={json.dumps(self.outputs())[:3000]}\n"
+            f"stderr:\n{self.stderr[-3000:]}\nstdout:\n{self.stdout[-3000:]}"
+        )
+
+
+def _bounded(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run argv in its own process group; on timeout kill the whole group (node + codex)."""
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"{argv[0]} ran over {RUN_TIMEOUT}s\n{err[-3000:]}\n{out[-3000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.fixture
+def codex_run(tmp_path: Path) -> Callable[..., Run]:
+    """Run ``codex exec`` in a fresh ``CODEX_HOME`` with loopwarden's hooks installed there.
+
+    HOME, CODEX_HOME, the work folder and ``XDG_STATE_HOME`` (loopwarden's state) all live
+    under tmp_path. ``hook_args`` go to ``loopwarden hooks install codex --user`` (e.g.
+    ``--set profile=openclaw``); ``None`` installs no hook at all (the control run).
+    """
+    codex = _codex()
+    loopwarden = shutil.which("loopwarden")
+    assert loopwarden, "loopwarden is not on PATH (pip install -e .)"
+    home, codex_home = tmp_path / "home", tmp_path / "codex-home"
+    work, state = tmp_path / "work", tmp_path / "state"
+    for folder in (home, codex_home, work, state):
+        folder.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "XDG_STATE_HOME": str(state),
+        "FAKE_OPENAI_KEY": "sk-test",
+    }
+
+    def run(
+        model: RepeatCommand,
+        count_file: Path,
+        hook_args: list[str] | None,
+        codex_args: Sequence[str] = (),
+        copies: int = 1,
+    ) -> Run:
+        with FakeOpenAI(model) as server:
+            assert isinstance(server, FakeOpenAI)
+            # The provider first: the installer merges its entries into what is there.
+            (codex_home / "config.toml").write_text(CONFIG.format(base_url=server.base_url))
+            if hook_args is not None and copies == 1:
+                install = [loopwarden, "hooks", "install", "codex", "--user", *hook_args]
+                done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=30)
+                assert done.returncode == 0, done.stderr
+            elif hook_args is not None:
+                _write_hooks(codex_home / "hooks.json", [loopwarden, *hook_args], copies)
+            argv = [str(codex), "exec", "--skip-git-repo-check", "--json"]
+            # Hooks the user has not reviewed are skipped silently without the trust bypass.
+            argv += [
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--dangerously-bypass-hook-trust",
+            ]
+            proc = _bounded(
+                [*argv, *codex_args, "Run the checks until they pass."], cwd=work, env=env
+            )
+        executions = len(count_file.read_text().splitlines()) if count_file.exists() else 0
+        outcome = Run(server, model, executions, proc.returncode, proc.stdout, proc.stderr)
+        assert not server.errors, server.errors
+        assert proc.returncode == 0, outcome.explain()
+        return outcome
+
+    return run
+
+
+def _write_hooks(path: Path, loopwarden_and_args: list[str], copies: int) -> None:
+    """A hooks.json running ``copies`` identical ``loopwarden hook codex`` for every event."""
+    loopwarden, *args = loopwarden_and_args
+    command = " ".join(shlex.quote(a) for a in [loopwarden, "hook", "codex", *args])
+    handlers = [{"type": "command", "command": command, "timeout": 30}] * copies
+    events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostCompact"]
+    events += ["Stop", "SessionEnd"]
+    path.write_text(json.dumps({"hooks": {e: [{"hooks": handlers}] for e in events}}))
+
+
+def failing(count_file: Path) -> str:
+    """A failing check whose every real execution appends one line to count_file."""
+    return f"echo run >> {count_file}; echo 'FAIL: 3 tests failed' >&2; exit 1"
+
+
+def test_without_loopwarden_the_loop_runs_to_the_end(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """The control: with no hook, every one of the model's 8 identical calls really runs."""
+    count = tmp_path / "count"
+    run = codex_run(RepeatCommand(commands=[failing(count)] * 8), count, None)
+    assert run.executions == 8, run.explain()
+    assert all("FAIL: 3 tests failed" in out for out in run.outputs())
+    assert BLOCKED not in run.seen_text()
+
+
+def test_failing_command_loop_is_blocked_at_its_fifth_call(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Recommended profile: the loop is warned while it still runs, and its 5th call is refused
+    with loopwarden's reason as the call's output; every later call is refused too."""
+    count = tmp_path / "count"
+    model = RepeatCommand(commands=[failing(count)] * 10, final_text="Giving up.")
+    run = codex_run(model, count, [])
+    assert run.executions == 4, run.explain()
+    outputs = run.outputs()
+    assert len(outputs) == 10, run.explain()  # the model kept trying: every later call refused
+    assert all("FAIL: 3 tests failed" in out for out in outputs[:4])
+    assert [BLOCKED in out for out in outputs[:5]] == [False] * 4 + [True], run.explain()
+    assert all(out.startswith(CODEX_DENIED) for out in outputs[4:]), run.explain()
+    # The 4th call ran with a warning: a developer message placed right before its output.
+    fourth = run.request_with(4)
+    assert WARNED in _developer_text(fourth), run.explain()
+    assert WARNED not in _developer_text(run.request_with(3)), run.explain()
+
+
+def _developer_text(request: dict[str, Any]) -> str:
+    return "\n".join(messages(request, "developer"))
+
+
+def test_twenty_five_different_commands_all_run(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A healthy run of 25 distinct commands is neither blocked nor warned."""
+    count = tmp_path / "count"
+    commands = [f"echo step-{i} >> {count} && echo step {i} done" for i in range(25)]
+    run = codex_run(RepeatCommand(commands=commands), count, [])
+    assert run.executions == 25, run.explain()
+    outputs = run.outputs()
+    assert len(outputs) == 25
+    assert all(f"step {i} done" in out for i, out in enumerate(outputs)), run.explain()
+    seen = run.seen_text()
+    assert CODEX_DENIED not in seen and "CRITICAL" not in seen and "WARNING: You have" not in seen
+
+
+def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_guard(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """OpenClaw's thresholds (no rolling detector fires within 12 calls): the loop goes on after
+    an automatic compaction, and the post-compaction guard stops it at the 3rd identical
+    outcome of its window; every later call is refused with the stop reason."""
+    count = tmp_path / "count"
+    model = RepeatCommand(commands=[failing(count)] * 12, compact_after=3)
+    compact = ["-c", "model_auto_compact_token_limit=50000"]
+    run = codex_run(model, count, ["--set", "profile=openclaw"], compact)
+    assert model.compactions == 1, "Codex did not compact"
+    # 4 calls ran before the compaction (the 4th reported the full context), 3 after it.
+    assert run.executions == 4 + 3, run.explain()
+    after = run.outputs()  # the last request only holds what came after the compaction
+    assert len(after) == 12 - 4, run.explain()
+    assert all("FAIL: 3 tests failed" in out for out in after[:2]), run.explain()
+    # The 3rd ran, and its output was replaced by the stop reason; the rest were refused.
+    assert [COMPACTION_STOP in out for out in after] == [False] * 2 + [True] * 6, run.explain()
+    assert all(out.startswith(CODEX_DENIED) for out in after[3:]), run.explain()
+    assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
+
+
+def test_concurrent_copies_of_the_hook_decide_as_one(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Codex starts every matching hook of an event at once: with loopwarden configured three
+    times, three hook processes see each event together, and the loop is still refused at
+    exactly its 5th call (no call lost or counted twice)."""
+    count = tmp_path / "count"
+    run = codex_run(RepeatCommand(commands=[failing(count)] * 8), count, [], copies=3)
+    assert run.executions == 4, run.explain()
+    outputs = run.outputs()
+    assert [BLOCKED in out for out in outputs] == [False] * 4 + [True] * 4, run.explain()
+    # The 4th call's warning: one decision, whether one copy gives it or every copy repeats it.
+    warnings = [m for m in messages(run.request_with(4), "developer") if WARNED in m]
+    assert 1 <= len(warnings) <= 3 and len(set(warnings)) == 1, run.explain()
