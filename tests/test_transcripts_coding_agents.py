@@ -367,49 +367,56 @@ def test_codex_malformed_lines(tmp_path: Path) -> None:
 
 
 def _claude_projects(root: Path) -> Path:
-    """A ``~/.claude/projects`` tree: the real sessions, a subagent, and non-transcript files."""
+    """A ``~/.claude/projects`` tree: the real project folders (sessions, a subagent's
+    transcript and its .meta.json) plus files Claude Code keeps there in long-lived homes."""
     projects = root / "projects"
-    for scenario in ("failing-loop", "compaction"):
-        src = _only(CLAUDE / scenario)
-        (projects / src.parent.name).mkdir(parents=True)
-        shutil.copy(src, projects / src.parent.name)
+    for scenario in ("failing-loop", "compaction", "subagent-loop"):
+        for project in (CLAUDE / scenario).iterdir():
+            shutil.copytree(project, projects / project.name)
     project = next(projects.iterdir())
     (project / "sessions-index.json").write_text(json.dumps({"version": 1, "entries": []}))
-    session = next(project.glob("*.jsonl")).stem
-    agent = [
-        _cc("user", "find the config", isSidechain=True, agentId="ab12", sessionId=session),
-        _cc("assistant", _use("ta", "ls"), isSidechain=True, agentId="ab12", sessionId=session),
-        _cc("user", _res("ta", "a.txt"), isSidechain=True, agentId="ab12", sessionId=session),
-    ]
-    _jsonl(project / session / "subagents" / "agent-ab12.jsonl", agent)
-    (project / session / "subagents" / "agent-ab12.meta.json").write_text('{"agentType": "x"}')
-    (project / session / "tool-results").mkdir()
-    (project / session / "tool-results" / "abc.txt").write_text("big output")
+    (project / "tool-results").mkdir()
+    (project / "tool-results" / "abc.txt").write_text("big output")
     return projects
+
+
+def test_claude_subagent_sample_is_a_run_of_its_own() -> None:
+    main_file = _only(CLAUDE / "subagent-loop", "*-*-*-*-*.jsonl")
+    agent_file = _only(CLAUDE / "subagent-loop", "agent-*.jsonl")
+    assert agent_file.parent.name == "subagents" and agent_file.parent.parent.name == main_file.stem
+    (main_run,) = read_transcripts(main_file)
+    assert [c.tool for c in main_run.calls] == ["Agent"]
+    (agent,) = read_transcripts(agent_file)
+    assert agent.id == f"{main_file.stem}:{agent_file.stem}:turn-1"
+    assert _shape(agent) == "E" * 6
+    assert {c.params["command"] for c in agent.calls} == {"ls config/build.toml"}
 
 
 def test_analyze_a_claude_projects_tree(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     projects = _claude_projects(tmp_path)
     code, doc = _analyze(capsys, str(projects), "--set", "profile=recommended")
     assert code == 1 and doc["errors"] == []
-    assert sorted(Path(s.split(":")[0]).name for s in doc["skipped"]) == [
-        "agent-ab12.meta.json", "sessions-index.json"]  # fmt: skip
+    assert sorted(Path(s.split(": ")[0]).name for s in doc["skipped"]) == [
+        next(projects.rglob("agent-*.meta.json")).name, "sessions-index.json"]  # fmt: skip
     runs = sorted(t["id"].split(":", 1)[1] for t in doc["trajectories"])
-    assert runs == ["agent-ab12:turn-1", "turn-1", "turn-1"]
+    assert runs[:-3] == [next(projects.rglob("agent-*.jsonl")).stem + ":turn-1"]
+    assert runs[-3:] == ["turn-1"] * 3
     loops = [t for t in doc["trajectories"] if t["first_block"]]
-    assert len(loops) == 2 and {t["format"] for t in loops} == {"claude-code"}
+    assert len(loops) == 3 and {t["format"] for t in loops} == {"claude-code"}
     for traj in loops:
         # Blocked at the 4th identical failing call; the 2nd block stops the run (recommended).
         assert traj["first_block"]["tool"] == "Bash"
         assert traj["first_block"]["detector"] == "consecutive_repeat"
+        assert traj["first_block"]["count"] == 4
         assert traj["stopped"] is True
         assert traj["calls_saved"] == traj["calls"] - traj["first_block"]["index"]
     summary = doc["summary"]
-    assert summary["trajectories"] == 3 and summary["with_block"] == 2
-    assert summary["calls_saved"] == sum(t["calls_saved"] for t in doc["trajectories"]) == 8
+    assert summary["trajectories"] == 4 and summary["with_block"] == 3
+    # failing-loop: calls 8-11 of 11; compaction: 5-8 of 8; subagent: 5-6 of 6.
+    assert summary["calls_saved"] == sum(t["calls_saved"] for t in doc["trajectories"]) == 10
     main(["analyze", str(projects), "--set", "profile=recommended"])
     text = capsys.readouterr().out
-    assert "calls saved" in text and "4 calls saved" in text
+    assert "calls saved" in text and "4 calls saved" in text and "2 calls saved" in text
 
 
 def test_analyze_claude_compaction_loop_with_the_defaults(
