@@ -2,12 +2,15 @@
 
 One JSON object per line. ``user`` and ``assistant`` lines carry an Anthropic message in
 ``message``: assistant ``tool_use`` blocks are the calls, ``tool_result`` blocks (with
-``is_error``) in the following user lines are their results. A user line that is not a tool
-result, a compaction summary or a meta line is a prompt, and starts a new run (turn). A
-``system`` line with ``subtype: "compact_boundary"`` marks a context compaction. Subagent
-transcripts (``<session>/subagents/agent-<id>.jsonl``, or ``isSidechain`` lines inside the main
-file) are runs of their own. Every other line type (``summary``, ``file-history-snapshot``,
-``queue-operation``, ``progress``, ``attachment``...) is not replayed.
+``is_error``) in the following user lines are their results. A run (turn) is one prompt and the
+calls made to answer it: Claude Code 2.1 writes the prompt's ``promptId`` on the prompt and on
+every tool result of the turn; in older files a user line that is not a tool result, a
+compaction summary or a meta line starts the next run. A ``system`` line with ``subtype:
+"compact_boundary"`` marks a context compaction. Subagent transcripts
+(``<session>/subagents/agent-<id>.jsonl``, or ``isSidechain`` lines inside the main file) are
+runs of their own. Other line types (``summary``, ``file-history-snapshot``,
+``queue-operation``, ``attachment``...) are not replayed. The ``stream-json`` output of
+``claude -p`` has the same lines (with ``session_id``) and is read the same way.
 """
 
 from __future__ import annotations
