@@ -97,6 +97,15 @@ class Run:
         """Everything the model was shown in any request, as one string."""
         return json.dumps([r.get("input") for r in self.server.responses])
 
+    @property
+    def thread_id(self) -> str:
+        """Codex's session id (``thread.started`` in the ``--json`` output), for ``resume``."""
+        for line in self.stdout.splitlines():
+            event = json.loads(line) if line.startswith("{") else {}
+            if event.get("type") == "thread.started":
+                return str(event["thread_id"])
+        raise AssertionError(f"no thread.started event\n{self.explain()}")
+
     def explain(self) -> str:
         """Context for a failed assertion."""
         return (
@@ -285,3 +294,22 @@ def test_concurrent_copies_of_the_hook_decide_as_one(
     # The 4th call's warning: one decision, whether one copy gives it or every copy repeats it.
     warnings = [m for m in messages(run.request_with(4), "developer") if WARNED in m]
     assert 1 <= len(warnings) <= 3 and len(set(warnings)) == 1, run.explain()
+
+
+def test_a_new_turn_does_not_inherit_the_previous_turns_history(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A run is one user turn (Codex's turn_id): 4 identical calls in one turn and 4 more after
+    ``codex exec resume`` in the same session all run, where 8 in one turn stop at 4."""
+    count = tmp_path / "count"
+    first = codex_run(RepeatCommand(commands=[failing(count)] * 4), count, [])
+    assert first.executions == 4, first.explain()
+    # The resumed turn's requests hold the first turn's 4 results, so the model goes on at 5.
+    second = codex_run(
+        RepeatCommand(commands=[failing(count)] * 8), count, [], ["resume", first.thread_id]
+    )
+    assert second.executions == 8, second.explain()
+    assert CODEX_DENIED not in second.seen_text() and BLOCKED not in second.seen_text()
+    # Each turn's 4th call was warned on its own count (3 earlier calls of that turn).
+    warnings = [m for m in messages(second.request_with(8), "developer") if WARNED in m]
+    assert len(warnings) == 2 and "3 times" in warnings[1], second.explain()
