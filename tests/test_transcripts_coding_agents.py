@@ -474,3 +474,27 @@ def test_analyze_a_codex_home(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert [t["first_block"]["index"] for t in doc["trajectories"]] == [4, 4]
     assert [t["calls_saved"] for t in doc["trajectories"]] == [4, 4]
     assert doc["summary"]["calls_saved"] == 8
+
+
+# -- loopwarden analyze on ~/.gemini/tmp ---------------------------------------------------------
+
+
+def test_analyze_a_gemini_tmp_tree(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = tmp_path / ".gemini" / "tmp"
+    for name in ("loop-project", "project"):
+        (root / name / "chats").mkdir(parents=True)
+        (root / name / ".project_root").write_text(f"/work/{name}")
+    shutil.copy(GEMINI / "npm-test-loop.jsonl", root / "loop-project" / "chats")
+    shutil.copy(GEMINI / "hooked-session-resumed-compressed.jsonl", root / "project" / "chats")
+    logs = [{"sessionId": "s", "messageId": 0, "type": "user", "message": "hi", "timestamp": "t"}]
+    (root / "project" / "logs.json").write_text(json.dumps(logs))
+    code, doc = _analyze(capsys, str(root.parent), "--set", "profile=recommended")
+    assert code == 1 and doc["errors"] == []
+    assert [Path(s.split(": ")[0]).name for s in doc["skipped"]] == ["logs.json"]
+    assert [(t["format"], t["calls"]) for t in doc["trajectories"]] == [
+        ("gemini-cli", 8), ("gemini-cli", 3), ("gemini-cli", 3)]  # fmt: skip
+    # npm names a fresh log file in every output; the volatile masking sees through it.
+    npm = doc["trajectories"][0]
+    assert npm["first_block"]["index"] == 4 and npm["first_block"]["count"] == 4
+    assert npm["stopped"] is True and npm["calls_saved"] == 4
+    assert doc["summary"]["with_block"] == 1 and doc["summary"]["calls_saved"] == 4
