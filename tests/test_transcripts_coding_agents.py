@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -431,6 +433,21 @@ def test_analyze_claude_compaction_loop_with_the_defaults(
     assert traj["stopped"] is True and traj["blocks"] == 0
     assert traj["first_block"]["index"] == 6 and traj["calls"] == 8
     assert traj["calls_saved"] == 1 == doc["summary"]["calls_saved"]
+
+
+def test_analyze_command_prints_the_report_and_nothing_else(tmp_path: Path) -> None:
+    # A real process: in-process, pytest's log handler would hide a guard log line that
+    # Python's last-resort handler prints to stderr (one per loop event of a big archive).
+    out = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "loopwarden", "analyze", str(CLAUDE), str(CODEX), str(GEMINI),
+            "--set", "profile=recommended", "--output", "json", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and done.stderr == "" and done.stdout == ""
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == []
+    assert {t["format"] for t in doc["trajectories"] if t["stopped"]} == {
+        "claude-code", "codex", "gemini-cli"}  # fmt: skip
+    assert doc["summary"]["calls_saved"] > 0
 
 
 def test_calls_saved_counts_blocked_calls_not_calls_that_ran(

@@ -10,6 +10,7 @@ the run is over: the remaining calls are not replayed, only counted.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -251,9 +252,10 @@ def quiet_guard_logs() -> Iterator[None]:
     Without this, Python's last-resort handler would print every warning and block of a big
     archive to stderr, and formatting them would dominate the replay time.
     """
-    names = ["loopwarden"] + [
-        name for name in logging.root.manager.loggerDict if name.startswith("loopwarden.")
-    ]
+    # Modules log under their own name, some through a lazy logger created on its first
+    # message: the module names cover those not created yet.
+    known = [*logging.root.manager.loggerDict, *sys.modules]
+    names = ["loopwarden", *sorted({name for name in known if name.startswith("loopwarden.")})]
     loggers = [logging.getLogger(name) for name in names]
     saved = [lg.disabled for lg in loggers]
     for lg in loggers:
