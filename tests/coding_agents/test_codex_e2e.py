@@ -237,6 +237,23 @@ def test_failing_command_loop_is_blocked_at_its_fifth_call(
     fourth = run.request_with(4)
     assert WARNED in _developer_text(fourth), run.explain()
     assert WARNED not in _developer_text(run.request_with(3)), run.explain()
+    # Why it was blocked, afterwards: the run is Codex's turn, in loopwarden's run records.
+    turn_id = str(run.server.responses[0]["client_metadata"]["turn_id"])
+    listed = _loopwarden_runs(tmp_path, "list", "--blocked")
+    assert run.thread_id in listed and turn_id in listed, listed
+    assert BLOCKED in _loopwarden_runs(tmp_path, "show", turn_id)
+    # The state keeps hashes and counts only: neither the command nor its output is in it.
+    state = b"".join(f.read_bytes() for f in (tmp_path / "state").rglob("*") if f.is_file())
+    assert state and b"FAIL: 3 tests failed" not in state and str(count).encode() not in state
+
+
+def _loopwarden_runs(tmp_path: Path, *args: str) -> str:
+    """``loopwarden runs ARGS`` over the state the fixture's hooks wrote (tmp_path/state)."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    argv = [shutil.which("loopwarden") or "loopwarden", "runs", *args]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _developer_text(request: dict[str, Any]) -> str:
