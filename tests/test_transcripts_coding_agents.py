@@ -319,6 +319,22 @@ def test_codex_compaction_rollout_stays_one_turn() -> None:
     assert line["type"] == "compacted"
 
 
+def test_codex_resumed_session_turns_are_separate_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # codex exec (ls x3), then codex exec resume (ls x2, pwd): one rollout file, two turn ids.
+    path = _only(CODEX, "two-turns-*.jsonl")
+    first, second = read_transcripts(path)
+    assert (first.id[-7:], second.id[-7:]) == (":turn-1", ":turn-2")
+    assert (_shape(first), _shape(second)) == ("EEE", "EER")
+    assert [c.params["cmd"] for c in second.calls] == ["ls missing_dir"] * 2 + ["pwd"]
+    # Five identical failing calls in a row across the two turns: in one run, the 4th would
+    # be warned about and the 5th blocked. The second turn does not inherit the first's history.
+    code, doc = _analyze(capsys, str(path), "--set", "profile=recommended")
+    assert code == 0
+    assert [t["warnings"] + t["blocks"] for t in doc["trajectories"]] == [0, 0]
+
+
 # -- Codex: edge cases ---------------------------------------------------------------------------
 
 
@@ -483,13 +499,14 @@ def test_analyze_a_codex_home(capsys: pytest.CaptureFixture[str], tmp_path: Path
     code, doc = _analyze(capsys, str(home))
     assert code == 1 and doc["errors"] == []
     assert [Path(s.split(":")[0]).name for s in doc["skipped"]] == ["history.jsonl"]
-    assert doc["summary"]["trajectories"] == 2 and doc["summary"]["stopped"] == 1
+    assert doc["summary"]["trajectories"] == 4 and doc["summary"]["stopped"] == 1
     (stopped,) = [t for t in doc["trajectories"] if t["stopped"]]
     assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
     assert stopped["first_block"]["index"] == 7 == stopped["calls"] - 1
     code, doc = _analyze(capsys, str(home / "sessions"), "--set", "profile=recommended")
-    assert [t["first_block"]["index"] for t in doc["trajectories"]] == [4, 4]
-    assert [t["calls_saved"] for t in doc["trajectories"]] == [4, 4]
+    blocked = [t for t in doc["trajectories"] if t["first_block"]]
+    assert [t["first_block"]["index"] for t in blocked] == [4, 4]
+    assert [t["calls_saved"] for t in blocked] == [4, 4]
     assert doc["summary"]["calls_saved"] == 8
 
 
