@@ -23,6 +23,10 @@ Every call gets its own command (``echo step N``) and tool-call id, so the sessi
 fills up as in real use without the guard ever seeing a loop (a block answers as fast, but
 then the run would stop and measure something else).
 
+The table gives wall time (median, p90, median against ``python -c pass``) and the CPU time
+(user + system) of the child processes: on a busy machine the CPU time is the steadier of the
+two, since it does not count the time a process waits for a core.
+
 Bytecode: a hook installed from a wheel runs from compiled ``.pyc`` files (pip writes them at
 install time). ``PYTHONDONTWRITEBYTECODE=1`` in the environment would make an editable
 install recompile every loopwarden module in every hook process, so the children run without
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -120,28 +125,35 @@ def _cases(script: str | None, hook: bool) -> list[Case]:
     return cases
 
 
-def _run_once(case: Case, env: dict[str, str], n: int) -> float:
+def _run_once(case: Case, env: dict[str, str], n: int) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one run of ``case``."""
     stdin = _event(case.agent, n) if case.agent else None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(case.argv, input=stdin, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
-    if done.returncode not in (0, 2) or (case.agent and not done.stdout.strip()):
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # A hook that fails open still exits 0, with one line on stderr: that is not what we time.
+    if done.returncode != 0 or (case.agent and done.stderr.strip()):
         sys.exit(
             f"{case.name}: exit {done.returncode}\nstdout: {done.stdout.decode()[:500]}\n"
             f"stderr: {done.stderr.decode()[:2000]}"
         )
-    return elapsed
+    return elapsed, cpu
 
 
-def _measure(cases: list[Case], env: dict[str, str], rounds: int, warmup: int) -> list[list[float]]:
-    samples: list[list[float]] = [[] for _ in cases]
+def _measure(
+    cases: list[Case], env: dict[str, str], rounds: int, warmup: int
+) -> list[list[tuple[float, float]]]:
+    samples: list[list[tuple[float, float]]] = [[] for _ in cases]
     n = 0
     for round_no in range(warmup + rounds):
         for i, case in enumerate(cases):
             n += 1
-            elapsed = _run_once(case, env, n)
+            measured = _run_once(case, env, n)
             if round_no >= warmup:
-                samples[i].append(elapsed)
+                samples[i].append(measured)
     return samples
 
 
@@ -149,22 +161,30 @@ def _p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
-def _report(cases: list[Case], samples: list[list[float]]) -> list[dict[str, object]]:
-    floor = statistics.median(samples[0])
+def _report(cases: list[Case], samples: list[list[tuple[float, float]]]) -> list[dict[str, object]]:
+    wall_floor = statistics.median(wall for wall, _ in samples[0])
+    cpu_floor = statistics.median(cpu for _, cpu in samples[0])
     rows = []
-    print(f"{'case':40} {'median ms':>10} {'p90 ms':>8} {'x pass':>7}")
-    for case, values in zip(cases, samples, strict=True):
-        median = statistics.median(values)
+    print(
+        f"{'case':36} {'median ms':>9} {'p90 ms':>7} {'x pass':>7} {'cpu ms':>7} {'cpu x pass':>10}"
+    )
+    for case, measured in zip(cases, samples, strict=True):
+        walls = [wall for wall, _ in measured]
+        cpu = statistics.median(c for _, c in measured)
+        median = statistics.median(walls)
         row = {
             "case": case.name,
             "median_ms": round(median * 1000, 2),
-            "p90_ms": round(_p90(values) * 1000, 2),
-            "ratio_to_pass": round(median / floor, 2),
+            "p90_ms": round(_p90(walls) * 1000, 2),
+            "ratio_to_pass": round(median / wall_floor, 2),
+            "cpu_median_ms": round(cpu * 1000, 2),
+            "cpu_ratio_to_pass": round(cpu / cpu_floor, 2) if cpu_floor else None,
         }
         rows.append(row)
+        cpu_ratio = f"{cpu / cpu_floor:9.2f}x" if cpu_floor else f"{'n/a':>10}"
         print(
-            f"{case.name:40} {row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} "
-            f"{row['ratio_to_pass']:>6.2f}x"
+            f"{case.name:36} {median * 1000:9.1f} {_p90(walls) * 1000:7.1f} "
+            f"{median / wall_floor:6.2f}x {cpu * 1000:7.1f} {cpu_ratio}"
         )
     return rows
 

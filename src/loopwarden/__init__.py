@@ -9,10 +9,12 @@ one short process per tool call, so every import it does not need is start-up ti
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from loopwarden._version import __version__
 
+# typing.TYPE_CHECKING without importing typing (a few ms on a bare interpreter): type
+# checkers take any `TYPE_CHECKING` name for it.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the eager imports, for type checkers and IDEs
     from loopwarden.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
     from loopwarden.compaction import CompactionLoopPersistedError, PostCompactionGuard
@@ -98,7 +100,7 @@ __all__ = [
 
 if not TYPE_CHECKING:  # hidden from type checkers, which would take any unknown name as Any
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         """Import a public name's module on first use, then cache the name in this module."""
         module = _LAZY.get(name)
         if module is None:
