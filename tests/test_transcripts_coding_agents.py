@@ -280,6 +280,30 @@ def test_gemini_cli_rollback_is_not_a_compaction(tmp_path: Path) -> None:
     assert _shape(traj) == "RR"  # a dropped tail is not a compaction; executed calls stay
 
 
+def test_gemini_cli_compression_before_a_prompt_arms_the_guard_in_its_turn(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Gemini CLI compresses before it records the new prompt: the compaction belongs to the
+    # new turn, whose first three identical outcomes then stop the run (OpenClaw defaults).
+    head = {"sessionId": "g3", "projectHash": "h", "startTime": "t", "kind": "main"}
+    prompt = {"id": "m1", "type": "user", "content": [{"text": "go"}]}
+    first = {"id": "m2", "type": "gemini", "content": "", "toolCalls": [_gemini_call("c0", "a")]}
+    summary = {"id": "s1", "type": "user", "content": [{"text": "<state_snapshot>"}]}
+    ack = {"id": "s2", "type": "gemini", "content": [{"text": "Got it."}]}
+    again = {"id": "m3", "type": "user", "content": [{"text": "again"}]}
+    loop = [{"id": f"n{i}", "type": "gemini", "content": "",
+             "toolCalls": [_gemini_call(f"c{i}", "same")]} for i in range(1, 5)]  # fmt: skip
+    rows = [head, prompt, first, {"$set": {"messages": [summary, ack]}}, again, *loop]
+    path = _jsonl(tmp_path / "session-x-g3.jsonl", rows)
+    one, two = read_transcripts(path)
+    assert (_shape(one), _shape(two)) == ("R", "CRRRR")
+    code, doc = _analyze(capsys, str(path))
+    assert code == 1
+    stopped = doc["trajectories"][1]
+    assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
+    assert stopped["first_block"]["index"] == 2 and stopped["calls_saved"] == 1
+
+
 def test_gemini_cli_malformed_line(tmp_path: Path) -> None:
     path = tmp_path / "session-x.jsonl"
     path.write_text('{"sessionId": "g", "projectHash": "h"}\n[1, 2]\n')

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from loopwarden.transcripts.model import CallLinker, Compaction, ToolCall, Trajectory
+from loopwarden.transcripts.model import CallLinker, Compaction, Item, ToolCall, Trajectory
 
 
 class TurnSplitter:
@@ -29,14 +29,25 @@ class TurnSplitter:
         self._key: str | None = None
         self.keyed = False  # the file names its turns (prompt or turn ids)
 
-    def start_turn(self, label: str | None = None) -> None:
-        """Close the running turn and open the next (``label`` replaces ``turn-<n>``)."""
+    def start_turn(self) -> None:
+        """Close the running turn and open the next.
+
+        Compactions after the last call of the closing turn move to the new one: a CLI that
+        compacts before it sends a new prompt (Gemini CLI writes the compression first, the
+        prompt after it) compacts for the new turn, and the guard is armed there, as in the
+        live hooks.
+        """
+        carried: list[Item] = []
+        if self._current is not None:
+            items = self._current.items
+            while items and isinstance(items[-1], Compaction):
+                carried.insert(0, items.pop())
         self._close()
         self.turns += 1
-        name = label if label is not None else f"turn-{self.turns}"
         self._current = Trajectory(
-            id=f"{self.session}:{name}", source=self.source, format=self.format
+            id=f"{self.session}:turn-{self.turns}", source=self.source, format=self.format
         )
+        self._current.items.extend(carried)
         self._linker = CallLinker(self._current)
 
     def turn_key(self, key: object) -> None:
