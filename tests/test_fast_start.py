@@ -125,6 +125,25 @@ def test_the_guard_with_a_config_file_and_sqlite_state_loads_nothing_heavy(
     assert list((tmp_path / "state").rglob("*.db"))
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse"])
+def test_the_hook_command_loads_nothing_heavy(tmp_path: Path, agent: str, event: str) -> None:
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps({"tools": {"loopDetection": {"criticalThreshold": 6}}}))
+    payload = (EVENTS / agent / "hook-events" / f"{event}.json").read_text()
+    args = ["-m", "loopwarden", "hook", agent, "--config", str(config), "--set", "historySize=40"]
+    env = _state_env(tmp_path)
+    for _ in range(2):  # the second run finds the state file the first one wrote
+        names = imported(args, tmp_path, stdin=payload, env=env)
+        assert {"loopwarden.cli.hook_cmd", "loopwarden.guard", "sqlite3"} <= names
+        assert not names & HEAVY, sorted(names & HEAVY)
+        assert not {n for n in names if n.startswith("loopwarden.cli.")} - {
+            "loopwarden.cli.hook_cmd",
+            "loopwarden.cli._options",
+        }
+    assert list((tmp_path / "state").rglob("*.db"))
+
+
 def test_an_invalid_config_is_still_judged_by_the_strict_schema(tmp_path: Path) -> None:
     config = tmp_path / "bad.json5"
     config.write_text("{tools: {loopDetection: {historySize: 0, typo: 1}}}")

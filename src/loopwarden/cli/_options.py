@@ -40,13 +40,23 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
     if key.startswith(BLOCK_PATH + "."):
         key = key[len(BLOCK_PATH) + 1 :]
-    import json5  # here, not at the top: commands that take no --set start faster
+    return key.split("."), _parse_value(raw)
+
+
+def _parse_value(raw: str) -> Any:
+    """A ``--set`` value: JSON5, or the bare word itself."""
+    import json
+
+    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading json5
+        return json.loads(raw)
+    except ValueError:
+        pass
+    import json5
 
     try:
-        value = json5.loads(raw)
+        return json5.loads(raw)
     except ValueError:
-        value = raw
-    return key.split("."), value
+        return raw
 
 
 def apply_overrides(block: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
