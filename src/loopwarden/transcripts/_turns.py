@@ -3,8 +3,8 @@
 Claude Code, Codex and Gemini CLI write a whole session (many user prompts) into one file. The
 guard scopes its history to a run, and a run of these CLIs is one user turn: the prompt and every
 tool call the agent made to answer it. :class:`TurnSplitter` builds one :class:`Trajectory` per
-turn, links results to calls across the whole file (a result can only answer a call of its own
-turn), and drops turns that made no tool call (nothing for the guard to see).
+turn, links each result to a call of its own turn, and drops turns that made no tool call
+(nothing for the guard to see).
 """
 
 from __future__ import annotations
