@@ -514,7 +514,8 @@ def test_analyze_a_codex_home(capsys: pytest.CaptureFixture[str], tmp_path: Path
     home = tmp_path / ".codex"
     day = home / "sessions" / "2026" / "12" / "01"
     day.mkdir(parents=True)
-    for src in sorted(CODEX.glob("*.jsonl")):
+    for scenario in ("failing-loop", "compaction-loop", "two-turns"):
+        src = _only(CODEX, f"{scenario}-rollout-*.jsonl")
         shutil.copy(src, day / src.name[src.name.index("rollout-") :])
     _jsonl(home / "history.jsonl", [{"session_id": "x", "ts": 1, "text": "hi"}] * 2)
     (home / "config.toml").write_text('model = "gpt-5"\n')
