@@ -79,48 +79,44 @@ class ScriptedModel:
 
 @dataclass
 class RepeatCommand(ScriptedModel):
-    """Calls ``run_shell_command`` with one command until ``times`` results came back."""
+    """Calls ``run_shell_command`` with one command until ``times`` results came back.
+
+    ``batch`` calls go out in each model response (the CLI then runs their hooks concurrently).
+    """
 
     command: str
     times: int
     final_text: str = "I give up."
+    batch: int = 1
 
     def next_parts(self, body: Json) -> list[Part]:
-        """One identical shell call per step, a text answer once ``times`` results were seen."""
-        if len(function_responses(body)) >= self.times:
+        """The next batch of identical shell calls, or a text answer once ``times`` were seen."""
+        left = self.times - len(function_responses(body))
+        if left <= 0:
             return [text(self.final_text)]
-        return [function_call("run_shell_command", {"command": self.command})]
-
-
-@dataclass
-class CommandList(ScriptedModel):
-    """Runs each command of a list once, in order, then answers with text."""
-
-    commands: list[str]
-    final_text: str = "All commands ran."
-
-    def next_parts(self, body: Json) -> list[Part]:
-        """The next command of the list, or the final text when all results came back."""
-        seen = len(function_responses(body))
-        if seen >= len(self.commands):
-            return [text(self.final_text)]
-        return [function_call("run_shell_command", {"command": self.commands[seen]})]
+        call = function_call("run_shell_command", {"command": self.command})
+        return [call] * min(self.batch, left)
 
 
 @dataclass
 class ToolCalls(ScriptedModel):
-    """Makes each ``(tool, args)`` call of a list once, in order, then answers with text."""
+    """Makes each ``(tool, args)`` call of a list once, in order, ``batch`` per response."""
 
     calls: list[tuple[str, Json]]
     final_text: str = "All calls made."
+    batch: int = 1
 
     def next_parts(self, body: Json) -> list[Part]:
-        """The next call of the list, or the final text when all results came back."""
+        """The next calls of the list, or the final text when all results came back."""
         seen = len(function_responses(body))
         if seen >= len(self.calls):
             return [text(self.final_text)]
-        name, args = self.calls[seen]
-        return [function_call(name, args)]
+        return [function_call(name, args) for name, args in self.calls[seen : seen + self.batch]]
+
+
+def shell_commands(commands: list[str], batch: int = 1) -> ToolCalls:
+    """A model that runs each shell command of ``commands`` once, in order."""
+    return ToolCalls([("run_shell_command", {"command": c}) for c in commands], batch=batch)
 
 
 @dataclass
@@ -141,6 +137,7 @@ class FakeGemini:
     # large count to make the CLI compress its history, which it does above half the window).
     prompt_tokens: int | Callable[[Json], int] = 1000
     requests: list[Recorded] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # what the server could not answer
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -235,17 +232,25 @@ def _handler_for(fake: FakeGemini) -> Callable[..., BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             body: Json = json.loads(raw) if raw else {}
             fake.record("POST", self.path, body)
-            if ":countTokens" in self.path:
-                self._send_json({"totalTokens": fake.tokens_for(body)})
-            elif ":streamGenerateContent" in self.path:
-                self._send_sse(fake.answer(body))
-            elif ":generateContent" in self.path:
-                self._send_json(fake.answer(body))
-            else:
-                self._send_json({"error": {"code": 404, "message": "unknown"}}, status=404)
+            try:
+                if ":countTokens" in self.path:
+                    self._send_json({"totalTokens": fake.tokens_for(body)})
+                elif ":streamGenerateContent" in self.path:
+                    self._send_sse(fake.answer(body))
+                elif ":generateContent" in self.path:
+                    self._send_json(fake.answer(body))
+                else:
+                    self._unknown()
+            except Exception as exc:  # a broken script must fail the test, not hang the CLI
+                fake.errors.append(f"POST {self.path}: {exc!r}")
+                self._send_json({"error": {"code": 500, "message": repr(exc)}}, status=500)
 
         def do_GET(self) -> None:
             fake.record("GET", self.path, {})
+            self._unknown()
+
+        def _unknown(self) -> None:
+            fake.errors.append(f"unexpected request {self.command} {self.path}")
             self._send_json({"error": {"code": 404, "message": "unknown"}}, status=404)
 
         def _send_json(self, payload: Json, status: int = 200) -> None:

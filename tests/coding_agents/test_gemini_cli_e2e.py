@@ -1,0 +1,253 @@
+"""End to end: the real Gemini CLI, a scripted model behind a fake Gemini API, and the real
+``loopwarden hook gemini-cli`` installed in the project's ``.gemini/settings.json``.
+
+Each test makes the model run a shell command whose side effect (a line appended to a count
+file) counts its real executions, then asserts on that count and on what the model was shown
+(the recorded ``streamGenerateContent`` requests). The runs are headless (``gemini -p``) and
+offline: ``GOOGLE_GEMINI_BASE_URL`` points at the fake on 127.0.0.1, an explicit model skips the
+routing classifier, and usage statistics, telemetry, auto-update and the IDE link are off.
+Gemini CLI's own loop detection is switched off, so that what stops a loop is loopwarden.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_gemini import (
+    FakeGemini,
+    RepeatCommand,
+    ScriptedModel,
+    all_function_responses,
+    function_responses,
+    shell_commands,
+)
+
+import _support
+
+GEMINI = Path(__file__).resolve().parent / "node_modules" / ".bin" / "gemini"
+RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
+MODEL = "gemini-2.5-flash"  # an explicit model: no routing-classifier request
+
+# What loopwarden's messages say (patterns.py): the tests look for these phrases in what the
+# model saw, not for the whole text, so the wording around them may change.
+BLOCKED = "times in a row with identical arguments and identical results"
+WARNED = "WARNING: You have called run_shell_command"
+# How Gemini CLI 0.61 hands a BeforeTool deny to the model: the call's result is
+# {"error": "Tool execution blocked: <reason>"}.
+DENIED = "Tool execution blocked: "
+
+# User settings of every run ($HOME/.gemini/settings.json): offline, and the CLI's own loop
+# detection off (it would stop the 5th identical call itself). "gemini-api-key" is needed
+# because GOOGLE_GEMINI_BASE_URL alone selects the "gateway" auth, which headless mode rejects.
+USER_SETTINGS: dict[str, Any] = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "ide": {"enabled": False},
+    "model": {"disableLoopDetection": True},
+}
+
+
+def _gemini() -> Path:
+    if not GEMINI.exists():
+        reason = f"{GEMINI} missing: run `npm ci` in tests/coding_agents"
+        if _support._must_have():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return GEMINI
+
+
+def output(response: dict[str, Any]) -> str:
+    """The text of one ``functionResponse``: its output, or its error."""
+    body = response.get("response") or {}
+    return str(body.get("output", body.get("error", "")))
+
+
+@dataclass
+class Run:
+    """One finished CLI run: what the model saw, what ran, what the CLI printed."""
+
+    server: FakeGemini
+    executions: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def results(self) -> list[dict[str, Any]]:
+        """The function responses of the current turn in the last agent request, oldest first."""
+        return function_responses(self.server.agent_requests()[-1])
+
+    def saw(self, phrase: str) -> bool:
+        """Whether any tool result the model was shown, in any request, contains ``phrase``.
+
+        A bool on purpose: ``assert phrase not in <every request>`` would make pytest diff
+        megabytes of text (and the CLI's system prompt says "CRITICAL" itself).
+        """
+        return any(
+            phrase in output(r)
+            for body in self.server.agent_requests()
+            for r in all_function_responses(body)
+        )
+
+    def explain(self) -> str:
+        """Context for a failed assertion."""
+        return (
+            f"rc={self.returncode}\nstderr:\n{self.stderr[-3000:]}\nstdout:\n{self.stdout[-3000:]}"
+        )
+
+
+@dataclass
+class Project:
+    """A fresh HOME and project folder; ``run`` starts one headless turn in the project."""
+
+    home: Path
+    work: Path
+    env: dict[str, str]
+
+    def install(self, hook_args: list[str]) -> None:
+        """``loopwarden hooks install gemini-cli --project <work>`` with ``hook_args``."""
+        loopwarden = shutil.which("loopwarden")
+        assert loopwarden, "loopwarden is not on PATH (pip install -e .)"
+        argv = [loopwarden, "hooks", "install", "gemini-cli", "--project", str(self.work)]
+        done = subprocess.run(
+            [*argv, *hook_args], env=self.env, capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 0, done.stderr
+
+    def run(self, model: ScriptedModel, count_file: Path, *, resume: bool = False) -> Run:
+        """One ``gemini -p`` turn against a fake server playing ``model``."""
+        argv = [str(_gemini()), "-p", "Run the checks until they pass.", "-m", MODEL]
+        argv += ["--yolo", "--output-format", "json"] + (["--resume", "latest"] if resume else [])
+        with FakeGemini(model) as server:
+            try:
+                proc = subprocess.run(
+                    argv,
+                    cwd=self.work,
+                    env=self.env | {"GOOGLE_GEMINI_BASE_URL": server.base_url},
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=RUN_TIMEOUT,
+                )
+            except subprocess.TimeoutExpired as exc:
+                pytest.fail(f"gemini did not finish in {RUN_TIMEOUT} s: {exc.stderr!r}")
+        executions = len(count_file.read_text().splitlines()) if count_file.exists() else 0
+        outcome = Run(server, executions, proc.returncode, proc.stdout, proc.stderr)
+        assert not server.errors, server.errors
+        assert proc.returncode == 0, outcome.explain()
+        return outcome
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """A project whose HOME, settings and loopwarden state all live under tmp_path.
+
+    XDG_STATE_HOME is set to its default under HOME on purpose: on GitHub Actions Gemini CLI
+    hands hooks a strictly filtered environment (HOME survives, XDG_STATE_HOME does not), and
+    loopwarden must find the same state file either way.
+    """
+    home, work = tmp_path / "home", tmp_path / "project"
+    (home / ".gemini").mkdir(parents=True)
+    work.mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(USER_SETTINGS))
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "GEMINI_API_KEY": "test-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless mode refuses untrusted folders
+        "GEMINI_TELEMETRY_ENABLED": "false",
+        "NO_COLOR": "1",
+    }
+    return Project(home, work, env)
+
+
+def failing(count_file: Path) -> str:
+    """A failing check whose every real execution appends one line to count_file."""
+    return f"echo run >> {count_file}; echo 'FAIL: 3 tests failed' >&2; exit 1"
+
+
+def test_without_loopwarden_the_loop_runs_to_the_end(project: Project, tmp_path: Path) -> None:
+    """The control: with no hook, every one of the model's 8 identical calls really runs."""
+    count = tmp_path / "count"
+    run = project.run(RepeatCommand(failing(count), times=8), count)
+    assert run.executions == 8, run.explain()
+    assert all("Exit Code: 1" in output(r) for r in run.results())
+    assert not run.saw(BLOCKED)
+
+
+def test_failing_command_loop_is_blocked_at_its_fifth_call(
+    project: Project, tmp_path: Path
+) -> None:
+    """Recommended profile: the 4th call runs with a warning, the 5th is refused with the reason."""
+    count = tmp_path / "count"
+    project.install([])
+    run = project.run(RepeatCommand(failing(count), times=10, final_text="Giving up."), count)
+    assert run.executions == 4, run.explain()
+    results = run.results()
+    assert len(results) == 10, run.explain()  # the model kept trying: every later call refused
+    assert all("FAIL: 3 tests failed" in output(r) for r in results[:4])
+    assert output(results[4]).startswith(DENIED) and BLOCKED in output(results[4])
+    assert all(output(r).startswith(DENIED) for r in results[4:])
+    # the warning reached the model appended to the 4th call's real result (AfterTool context)
+    assert [WARNED in output(r) for r in results[:4]] == [False, False, False, True]
+
+
+def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path) -> None:
+    """A healthy run of 25 distinct commands is neither blocked nor warned."""
+    count = tmp_path / "count"
+    project.install([])
+    commands = [f"echo step-{i} >> {count} && echo step {i} done" for i in range(25)]
+    run = project.run(shell_commands(commands), count)
+    assert run.executions == 25, run.explain()
+    results = run.results()
+    assert [f"step {i} done" in output(r) for i, r in enumerate(results)] == [True] * 25
+    assert not run.saw("CRITICAL") and not run.saw("WARNING")
+
+
+def test_concurrent_hooks_lose_no_call(project: Project, tmp_path: Path) -> None:
+    """Two identical calls per model response: Gemini CLI runs their BeforeTool hooks (and then
+    their AfterTool hooks) at the same time. The 5th and 6th calls are refused only if none of
+    the first four outcomes was lost between the concurrent hook processes."""
+    count = tmp_path / "count"
+    project.install([])
+    run = project.run(RepeatCommand(failing(count), times=8, batch=2), count)
+    assert run.executions == 4, run.explain()
+    results = run.results()
+    assert [output(r).startswith(DENIED) for r in results] == [False] * 4 + [True] * 4
+
+
+def test_each_prompt_is_a_new_run(project: Project, tmp_path: Path) -> None:
+    """Gemini CLI's hook payloads carry no turn id: a new prompt (BeforeAgent) starts a new run,
+    so a resumed session's next turn does not inherit the previous turn's repeats."""
+    count = tmp_path / "count"
+    project.install([])
+    first = project.run(RepeatCommand(failing(count), times=4), count)
+    assert first.executions == 4, first.explain()
+    second = project.run(RepeatCommand(failing(count), times=4), count, resume=True)
+    assert second.executions == 8, second.explain()
+    # the count starts again: no call refused, the warning comes at this turn's own 4th call
+    assert not any(output(r).startswith(DENIED) for r in second.results())
+    assert [WARNED in output(r) for r in second.results()] == [False, False, False, True]
+
+
+def test_install_keeps_the_users_own_hooks(project: Project, tmp_path: Path) -> None:
+    """A hook the user had in .gemini/settings.json still runs next to loopwarden's."""
+    count, seen = tmp_path / "count", tmp_path / "user-hook"
+    own_hook = {"type": "command", "command": f"cat >> {seen}; echo >> {seen}", "name": "mine"}
+    settings = {"hooks": {"AfterTool": [{"matcher": "run_shell_command", "hooks": [own_hook]}]}}
+    (project.work / ".gemini").mkdir()
+    (project.work / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    project.install([])
+    run = project.run(RepeatCommand(failing(count), times=6), count)
+    assert run.executions == 4, run.explain()  # loopwarden is active
+    payloads = [json.loads(line) for line in seen.read_text().splitlines() if line]
+    assert [p["hook_event_name"] for p in payloads] == ["AfterTool"] * 4  # and so is the user's
