@@ -330,3 +330,27 @@ def test_a_new_turn_does_not_inherit_the_previous_turns_history(
     # Each turn's 4th call was warned on its own count (3 earlier calls of that turn).
     warnings = [m for m in messages(second.request_with(8), "developer") if WARNED in m]
     assert len(warnings) == 2 and "3 times" in warnings[1], second.explain()
+
+
+def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """The user's own PreToolUse hook runs next to loopwarden's on every call; after
+    ``hooks uninstall`` it still runs, and the loop is no longer stopped."""
+    count, audit = tmp_path / "count", tmp_path / "audit"
+    users_hook = {"type": "command", "command": f"echo seen >> {shlex.quote(str(audit))}"}
+    users_hooks = {"hooks": {"PreToolUse": [{"hooks": [users_hook]}]}}
+    hooks_json = tmp_path / "codex-home" / "hooks.json"
+    hooks_json.write_text(json.dumps(users_hooks))
+    run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, [])
+    assert run.executions == 4, run.explain()
+    assert len(audit.read_text().splitlines()) == 6  # the refused calls reached it too
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home")}
+    argv = [shutil.which("loopwarden") or "loopwarden", "hooks", "uninstall", "codex", "--user"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(hooks_json.read_text()) == users_hooks
+    count.unlink()
+    again = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
+    assert again.executions == 6, again.explain()
+    assert len(audit.read_text().splitlines()) == 12
