@@ -84,8 +84,26 @@ def test_public_names_still_import_and_load_only_their_modules(tmp_path: Path) -
 def test_version_loads_no_command_module(tmp_path: Path) -> None:
     names = imported(["-m", "loopwarden", "--version"], tmp_path)
     assert not names & HEAVY
+    assert "argparse" not in names  # a bare --version is answered before any parser is built
     assert not {n for n in names if n.startswith("loopwarden.cli.")}
     assert "loopwarden.guard" not in names
+
+
+def test_version_says_what_argparse_says() -> None:
+    """The bare --version answer matches argparse's version action (--version twice uses it)."""
+    outputs = []
+    for args in (["--version"], ["--version", "--version"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "loopwarden", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith(f"loopwarden {loopwarden.__version__} (")
 
 
 def _state_env(tmp_path: Path) -> dict[str, str]:

@@ -7,13 +7,12 @@ extra (MCP, Redis) is only imported when its command actually runs.
 Start-up time matters: ``loopwarden hook`` runs once per tool call of a coding agent. So
 ``main`` first looks at the first argument: a command named after its module (``hook`` ->
 ``hook_cmd``, ``mcp-proxy`` -> ``mcp_proxy_cmd``) builds a parser with that module only, and a
-bare ``--version`` with none; anything else (``--help``, no command, an unknown one) gets the
-whole tree, so help and errors list every command.
+bare ``--version`` is answered without argparse; anything else (``--help``, no command, an
+unknown one) gets the whole tree, so help and errors list every command.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import sys
@@ -21,6 +20,10 @@ from collections.abc import Sequence
 from importlib.machinery import EXTENSION_SUFFIXES
 
 from loopwarden._version import __version__
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    import argparse
 
 # Sub-command modules under loopwarden.cli, in help order.
 _COMMANDS: tuple[str, ...] = (
@@ -59,16 +62,20 @@ def build_parser(commands: Sequence[str] = _COMMANDS) -> argparse.ArgumentParser
     return _build(commands)[0]
 
 
+def _version() -> str:
+    return f"loopwarden {__version__} ({engine_build()})"
+
+
 def _build(
     commands: Sequence[str],
 ) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
+    import argparse  # here: a bare --version does without it
+
     parser = argparse.ArgumentParser(
         prog="loopwarden",
         description="Detect and stop AI agents that loop on tool calls.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"loopwarden {__version__} ({engine_build()})"
-    )
+    parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in commands:
         importlib.import_module(f"loopwarden.cli.{name}").register(subparsers)
@@ -88,6 +95,9 @@ def _commands_for(argv: Sequence[str]) -> tuple[str, ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list == ["--version"]:  # what argparse's version action does, without argparse
+        sys.stdout.write(_version() + "\n")
+        raise SystemExit(0)
     commands = _commands_for(args_list)
     parser, subparsers = _build(commands)
     if len(commands) == 1 and args_list[0] not in subparsers.choices:
