@@ -216,12 +216,37 @@ def test_duplicate_hook_processes_count_a_call_once(db: Path) -> None:
         assert hook.send(pre) == hook.send(pre)
         hook.send(post)
         hook.send(post)
-    fourth = _claude_call(4, "npm test")[0]
+    fourth, post = _claude_call(4, "npm test")
     warning = hook.send(fourth)
     assert warning["hookSpecificOutput"]["additionalContext"].startswith(
         "WARNING: You have called Bash 3 times"
     )
-    assert hook.send(fourth) == warning
+    assert hook.send(fourth) is None  # the model is warned once, not once per copy
+    hook.send(post)
+    fifth = _claude_call(5, "npm test")[0]
+    block = hook.send(fifth)
+    assert block["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert hook.send(fifth) == block  # every copy refuses the call
+
+
+def test_a_subagent_is_a_run_of_its_own(db: Path) -> None:
+    hook = Hook("claude-code", db)
+    captured = payload("claude-code", "PreToolUse-subagent", prompt_id="p1")
+    assert captured["agent_id"] and parse_event("claude-code", captured).subagent
+    for n in range(1, 5):  # the main thread: 3 identical failing calls, warned at the 4th
+        pre, post = _claude_call(n, "npm test")
+        answer = hook.send(pre)
+        hook.send(post)
+    assert "additionalContext" in answer["hookSpecificOutput"]
+    # The subagent's first identical call is its own first, in its own run.
+    sub_pre, sub_post = _claude_call(10, "npm test")
+    sub_pre["agent_id"] = sub_post["agent_id"] = captured["agent_id"]
+    assert hook.send(sub_pre) is None
+    hook.send(sub_post)
+    hook.send({**payload("claude-code", "SubagentStop", prompt_id="p1"), "agent_id": "x"})
+    # The main thread's history is untouched by the subagent: its 5th call is blocked.
+    block = hook.send(_claude_call(5, "npm test")[0])
+    assert block["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
 # -- as a real process ----------------------------------------------------------------------

@@ -81,6 +81,9 @@ def test_user_scope_files_of_each_cli(home: Path, monkeypatch: pytest.MonkeyPatc
     entry = gemini["BeforeTool"][0]["hooks"][0]
     assert entry["timeout"] == 30_000 and entry["name"] == "loopwarden"  # milliseconds there
     assert entry["command"].endswith("hook gemini-cli --set profile=openclaw")
+    # Codex caps SessionEnd hooks at 3 s (and warns on every run when asked for more).
+    assert codex["SessionEnd"][0]["hooks"][0]["timeout"] == 3
+    assert gemini["SessionEnd"][0]["hooks"][0]["timeout"] == 3_000
 
 
 def test_the_installed_command_runs_whatever_the_path(tmp_path: Path, home: Path) -> None:

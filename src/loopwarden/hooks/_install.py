@@ -27,6 +27,7 @@ _EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
         ("PostCompact", ""),
         ("SessionStart", "compact"),  # only the start that follows a compaction
         ("Stop", ""),
+        ("SubagentStop", ""),
         ("SessionEnd", ""),
     ),
     "codex": (
@@ -48,6 +49,8 @@ _EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 _TIMEOUT_SECONDS = 30  # far above the hook's milliseconds; the CLI kills a hung hook after it
+# Codex caps SessionEnd hooks at 3 s and says so on every run when asked for more.
+_EVENT_TIMEOUTS = {"SessionEnd": 3}
 
 # A hook command that runs loopwarden's hook for an agent: `.../loopwarden hook AGENT ...` or
 # `python -m loopwarden hook AGENT ...`, quoted or not.
@@ -122,20 +125,20 @@ def install(settings: Mapping[str, Any], agent: str, command: str) -> dict[str, 
         if not isinstance(groups, list):
             raise SettingsError(f"its 'hooks.{event}' is not a list; fix it, then install again")
         group: dict[str, Any] = {"matcher": matcher} if matcher else {}
-        group["hooks"] = [_entry(agent, command)]
+        group["hooks"] = [_entry(agent, command, _EVENT_TIMEOUTS.get(event, _TIMEOUT_SECONDS))]
         groups.append(group)
     return merged
 
 
-def _entry(agent: str, command: str) -> dict[str, Any]:
+def _entry(agent: str, command: str, timeout: int) -> dict[str, Any]:
     if agent == "gemini-cli":  # milliseconds, and a name the CLI shows in its messages
         return {
             "type": "command",
             "command": command,
             "name": "loopwarden",
-            "timeout": _TIMEOUT_SECONDS * 1000,
+            "timeout": timeout * 1000,
         }
-    return {"type": "command", "command": command, "timeout": _TIMEOUT_SECONDS}
+    return {"type": "command", "command": command, "timeout": timeout}
 
 
 def uninstall(settings: Mapping[str, Any], agent: str) -> dict[str, Any]:

@@ -50,6 +50,7 @@ class HookEvent:
     kind: EventKind
     session_id: str
     run_id: str | None  # the CLI's turn id when the payload has one
+    subagent: str | None = None  # the subagent making the call (Claude Code's agent_id)
     tool: str = ""
     params: Any = None
     tool_call_id: str | None = None
@@ -64,6 +65,7 @@ class Answer:
 
     stdout: str = ""
     exit_code: int = 0
+    repeat: bool = True  # given again to a duplicate hook process of the same call
 
 
 SILENT = Answer()
@@ -80,6 +82,7 @@ _KINDS: dict[str, dict[str, EventKind]] = {
         "PostCompact": "compaction",
         "SessionStart": "compaction",  # only with source "compact", see _kind
         "Stop": "turn_end",
+        "SubagentStop": "turn_end",  # the subagent's run (agent_id) ends
         "SessionEnd": "session_end",
     },
     "codex": {
@@ -112,15 +115,18 @@ def parse_event(agent: str, payload: object) -> HookEvent:
     session_id = _text(payload, "session_id", required=True)
     kind = _kind(agent, name, payload)
     run_id = _text(payload, "turn_id") or _text(payload, "prompt_id") or None
+    subagent = _text(payload, "agent_id") or None
     if kind not in ("before", "after"):
-        return HookEvent(name, kind, session_id, run_id)
+        return HookEvent(name, kind, session_id, run_id, subagent)
     tool = _text(payload, "tool_name", required=True)
     params = _call_params(tool, payload.get("tool_input", {}))
     call_id = _text(payload, "tool_use_id") or None
     if kind == "before":
-        return HookEvent(name, kind, session_id, run_id, tool, params, call_id)
+        return HookEvent(name, kind, session_id, run_id, subagent, tool, params, call_id)
     result, error, failed = _outcome(agent, name, payload)
-    return HookEvent(name, kind, session_id, run_id, tool, params, call_id, result, error, failed)
+    return HookEvent(
+        name, kind, session_id, run_id, subagent, tool, params, call_id, result, error, failed
+    )
 
 
 # Shell tools carry a free-text description of the command next to it: a model re-wording it
@@ -211,7 +217,8 @@ def deny(agent: str, event: HookEvent, reason: str, *, stop: bool = False) -> An
 
 def context(event: HookEvent, text: str) -> Answer:
     """Let the call run (or stand) and show ``text`` to the model next to its result."""
-    return _json({"hookSpecificOutput": {"hookEventName": event.name, "additionalContext": text}})
+    body = {"hookSpecificOutput": {"hookEventName": event.name, "additionalContext": text}}
+    return Answer(json.dumps(body, ensure_ascii=False), repeat=False)
 
 
 def end_run(agent: str, event: HookEvent, reason: str) -> Answer:

@@ -52,6 +52,7 @@ class HookSession:
     run: str | None = None  # the current run (turn), when the CLI gives no turn id
     turns: int = 0
     ended: bool = False  # the current run's end was recorded
+    subagent_runs: list[str] = field(default_factory=list)  # started in the current turn
     # "<event>:<tool call id>" → the answer already given (a duplicate process gets the same).
     answers: dict[str, str] = field(default_factory=dict)
     # Gemini CLI: warnings waiting for the call's AfterTool, by call signature.
@@ -64,6 +65,7 @@ class HookSession:
             run=data.get("run"),
             turns=int(data.get("turns", 0)),
             ended=bool(data.get("ended", False)),
+            subagent_runs=list(data.get("subagent_runs", [])),
             answers=dict(data.get("answers", {})),
             warnings=dict(data.get("warnings", {})),
         )
@@ -73,6 +75,7 @@ class HookSession:
             "run": self.run,
             "turns": self.turns,
             "ended": self.ended,
+            "subagent_runs": self.subagent_runs[-_MAX_ANSWERS:],
             "answers": _newest(self.answers, _MAX_ANSWERS),
             "warnings": _newest(self.warnings, _MAX_WARNINGS),
         }
@@ -120,40 +123,52 @@ class HookRunner:
     def _apply(self, key: str, session: HookSession, event: HookEvent) -> _Outcome:
         outcome = _Outcome()
         if event.kind == "prompt":
-            self._start(key, session, event.run_id or f"turn-{session.turns + 1}", outcome)
+            self._start_turn(key, session, event.run_id or f"turn-{session.turns + 1}", outcome)
             return outcome
         if event.run_id is not None and event.run_id != session.run:
-            self._start(key, session, event.run_id, outcome)  # a turn whose prompt we missed
+            self._start_turn(key, session, event.run_id, outcome)  # we missed its prompt
         run = session.run
+        if event.subagent is not None:  # a subagent's calls are a run of their own
+            run = f"{run or 'session'}/agent-{event.subagent}"
+            if run not in session.subagent_runs:
+                session.subagent_runs.append(run)
+                self._start(key, run, outcome)
         if event.kind == "compaction":
             self.guard.on_compaction_retry(key, run_id=run)
-        elif event.kind in ("turn_end", "session_end"):
-            if not session.ended:
-                outcome.ended.extend(_some(self.guard.end_run(key, run)))
-                session.ended = True
         elif event.kind in ("before", "after"):
             outcome.answer = self._call(key, session, event, run)
+        elif event.subagent is not None:  # the subagent finished
+            outcome.ended.extend(_some(self.guard.end_run(key, run)))
+        elif not session.ended:  # the turn or the session ended
+            outcome.ended.extend(_some(self.guard.end_run(key, run)))
+            session.ended = True
         return outcome
 
-    def _start(self, key: str, session: HookSession, run: str, outcome: _Outcome) -> None:
+    def _start_turn(self, key: str, session: HookSession, run: str, outcome: _Outcome) -> None:
         if session.run is not None and not session.ended:
             outcome.ended.extend(_some(self.guard.end_run(key, session.run)))
         session.run, session.turns, session.ended = run, session.turns + 1, False
         session.warnings.clear()
+        session.subagent_runs.clear()
+        self._start(key, run, outcome)
+
+    def _start(self, key: str, run: str, outcome: _Outcome) -> None:
         self.guard.start_run(key, run)
         outcome.started.append(run)
 
     def _call(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
         seen = f"{event.name}:{event.tool_call_id}" if event.tool_call_id else None
         if seen is not None and seen in session.answers:
-            return Answer(session.answers[seen])  # a duplicate hook process: same answer
+            # A duplicate hook process (loopwarden installed twice): the call is not counted
+            # again, and a refusal is repeated, but a warning is not shown twice.
+            return Answer(session.answers[seen])
         answer = (
             self._before(key, session, event, run)
             if event.kind == "before"
             else self._after(key, session, event, run)
         )
         if seen is not None:
-            session.answers[seen] = answer.stdout
+            session.answers[seen] = answer.stdout if answer.repeat else ""
         return answer
 
     def _before(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
