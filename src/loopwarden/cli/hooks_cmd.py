@@ -34,6 +34,7 @@ from loopwarden.hooks._install import (
     write_settings,
 )
 from loopwarden.hooks._protocol import AGENTS
+from loopwarden.records import default_db_path
 
 _NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI"}
 
@@ -212,10 +213,12 @@ def _status(args: argparse.Namespace) -> int:
     ]
     for agent in args.agents or AGENTS:
         _flag_duplicates([r for r in reports if r["agent"] == agent])
+    records = str(default_db_path())
     if args.output == "json":
-        print(json.dumps({"targets": reports}, indent=2))
+        print(json.dumps({"targets": reports, "records": records}, indent=2))
     else:
         _print_status(reports)
+        print(f"State and run records: {records} (loopwarden runs list --blocked)")
     return 1 if any(r["problems"] for r in reports) else 0
 
 
