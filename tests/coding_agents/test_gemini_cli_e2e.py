@@ -114,15 +114,26 @@ class Project:
     work: Path
     env: dict[str, str]
 
-    def install(self, hook_args: list[str]) -> None:
-        """``loopwarden hooks install gemini-cli --project <work>`` with ``hook_args``."""
+    def install(self, hook_args: list[str], *, user: bool = False) -> None:
+        """``loopwarden hooks install gemini-cli`` for the project (or ``--user``: HOME)."""
         loopwarden = shutil.which("loopwarden")
         assert loopwarden, "loopwarden is not on PATH (pip install -e .)"
-        argv = [loopwarden, "hooks", "install", "gemini-cli", "--project", str(self.work)]
+        scope = ["--user"] if user else ["--project", str(self.work)]
+        argv = [loopwarden, "hooks", "install", "gemini-cli", *scope]
         done = subprocess.run(
             [*argv, *hook_args], env=self.env, capture_output=True, text=True, timeout=30
         )
         assert done.returncode == 0, done.stderr
+
+    def blocked_runs(self) -> list[dict[str, Any]]:
+        """``loopwarden runs list --blocked`` as JSON, read from the state the hooks wrote."""
+        loopwarden = shutil.which("loopwarden")
+        assert loopwarden, "loopwarden is not on PATH (pip install -e .)"
+        argv = [loopwarden, "runs", "list", "--blocked", "--output", "json"]
+        done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        runs: list[dict[str, Any]] = json.loads(done.stdout)
+        return runs
 
     def run(self, model: ScriptedModel, count_file: Path, *, resume: bool = False) -> Run:
         """One ``gemini -p`` turn against a fake server playing ``model``."""
@@ -186,13 +197,17 @@ def test_without_loopwarden_the_loop_runs_to_the_end(project: Project, tmp_path:
     assert not run.saw(BLOCKED)
 
 
+@pytest.mark.parametrize("user", [False, True], ids=["project", "user"])
 def test_failing_command_loop_is_blocked_at_its_fifth_call(
-    project: Project, tmp_path: Path
+    project: Project, tmp_path: Path, user: bool
 ) -> None:
     """Recommended profile: the 4th call runs with a warning, the 5th is refused with the reason,
-    and the model's next identical call ends the run (Gemini CLI honours a hook's stop)."""
+    and the model's next identical call ends the run (Gemini CLI honours a hook's stop).
+
+    Installed in the user's settings too, which already hold the run's other settings: the
+    install merges into them (else the CLI would not even reach the fake server)."""
     count = tmp_path / "count"
-    project.install([])
+    project.install([], user=user)
     run = project.run(RepeatCommand(failing(count), times=10, final_text="Giving up."), count)
     assert run.executions == 4, run.explain()
     results = run.results()
@@ -202,6 +217,10 @@ def test_failing_command_loop_is_blocked_at_its_fifth_call(
     assert len(results) == 5, run.explain()  # the 6th call was answered by ending the run
     assert output(results[4]).startswith(DENIED) and BLOCKED in output(results[4])
     assert STOPPED in run.stderr, run.explain()
+    # `loopwarden runs` explains it, under the CLI's own session id
+    [record] = project.blocked_runs()
+    assert record["session"] == f"gemini-cli:{json.loads(run.stdout)['session_id']}"
+    assert (record["warnings"], record["blocks"], record["stops"]) == (1, 1, 1)
 
 
 def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path) -> None:
