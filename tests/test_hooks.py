@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from loopwarden.cli import hook_cmd
-from loopwarden.hooks._protocol import parse_event
+from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
 
 DATA = Path(__file__).parent / "data" / "coding_agents"
 
@@ -116,6 +116,7 @@ def test_claude_code_failing_loop_warn_block_then_stop(db: Path) -> None:
     # The recommended profile's second block stops the run: every later call is denied.
     for later in answers[5:]:
         assert later["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert later["hookSpecificOutput"]["permissionDecisionReason"].endswith(STOPPED_TURN)
     # A new prompt is a new run: the same command may run again.
     hook.send(payload("claude-code", "UserPromptSubmit", prompt_id="p2"))
     assert hook.send(_claude_call(9, "npm test", prompt="p2")[0]) is None
@@ -139,7 +140,9 @@ def test_claude_code_post_compaction_guard_ends_the_run(db: Path) -> None:
     # and the next call of the run is denied with it.
     reason = outcomes[5]["hookSpecificOutput"]["additionalContext"]
     assert reason.startswith("CRITICAL: tool Bash repeated 3 times")
-    denied = hook.send(_claude_call(7, "npm test")[0])
+    assert reason.endswith(STOPPED_TURN)
+    # Any later call of the turn, whatever it is, is refused with the same reason.
+    denied = hook.send(_claude_call(7, "git status")[0])
     assert denied["hookSpecificOutput"]["permissionDecisionReason"] == reason
 
 
@@ -182,6 +185,7 @@ def test_codex_post_compaction_stop_replaces_the_output(db: Path) -> None:
     answers = [hook.send(payload("codex", "PostToolUse", tool_use_id=f"c{n}")) for n in range(3)]
     assert answers[2] == {"decision": "block", "reason": answers[2]["reason"]}
     assert answers[2]["reason"].startswith("CRITICAL: tool Bash repeated 3 times")
+    assert answers[2]["reason"].endswith(STOPPED_TURN)
 
 
 def test_gemini_cli_warns_after_the_call_and_stops_the_run(db: Path) -> None:

@@ -204,6 +204,8 @@ def deny(agent: str, event: HookEvent, reason: str, *, stop: bool = False) -> An
         if stop:
             body.update({"continue": False, "stopReason": reason})
         return _json(body)
+    if stop:  # the turn goes on: say that every later call will be refused, whatever it is
+        reason = stopped_turn(reason)
     return _json(
         {
             "hookSpecificOutput": {
@@ -227,10 +229,21 @@ def end_run(agent: str, event: HookEvent, reason: str) -> Answer:
     Later calls of the run are denied with ``reason`` either way (the guard's stopped run).
     """
     if agent == "codex":  # no answer ends a codex exec run; this replaces the call's output
-        return _json({"decision": "block", "reason": reason})
+        return _json({"decision": "block", "reason": stopped_turn(reason)})
     if agent == "claude-code" and event.name == "PostToolUseFailure":
-        return context(event, reason)  # "continue": false is ignored after a failure
+        return context(event, stopped_turn(reason))  # "continue": false is ignored here
     return _json({"continue": False, "stopReason": reason})
+
+
+STOPPED_TURN = (
+    "loopwarden stopped this turn: every further tool call in it will be refused. Stop calling "
+    "tools and tell the user what happened."
+)
+
+
+def stopped_turn(reason: str) -> str:
+    """The stop reason, for a CLI whose turn goes on after it: what happens to later calls."""
+    return f"{reason}\n{STOPPED_TURN}"
 
 
 def warns_before(agent: str) -> bool:
