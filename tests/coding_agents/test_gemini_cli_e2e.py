@@ -277,3 +277,17 @@ def test_install_keeps_the_users_own_hooks(project: Project, tmp_path: Path) -> 
     assert run.executions == 4, run.explain()  # loopwarden is active
     payloads = [json.loads(line) for line in seen.read_text().splitlines() if line]
     assert [p["hook_event_name"] for p in payloads] == ["AfterTool"] * 4  # and so is the user's
+
+
+def test_a_corrupted_state_file_fails_open(project: Project, tmp_path: Path) -> None:
+    """An unusable state file: every call runs (Gemini CLI would deny a call on most non-zero
+    exits), and the hook's one line reaches the user as a hook message."""
+    count = tmp_path / "count"
+    project.install([])
+    state = project.home / ".local" / "state" / "loopwarden"
+    state.mkdir(parents=True)
+    (state / "runs.db").write_text("not a database\n")
+    run = project.run(RepeatCommand(failing(count), times=6), count)
+    assert run.executions == 6, run.explain()
+    assert not any(output(r).startswith(DENIED) for r in run.results())
+    assert "Hook system message: loopwarden" in run.stderr, run.explain()
