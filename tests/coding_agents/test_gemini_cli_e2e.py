@@ -291,3 +291,21 @@ def test_a_corrupted_state_file_fails_open(project: Project, tmp_path: Path) -> 
     assert run.executions == 6, run.explain()
     assert not any(output(r).startswith(DENIED) for r in run.results())
     assert "Hook system message: loopwarden" in run.stderr, run.explain()
+
+
+def test_next_to_the_clis_own_loop_detection(project: Project, tmp_path: Path) -> None:
+    """With Gemini CLI's default settings its own detector drops the model's 5th identical call
+    before any hook sees it (and ends the turn at the next one); loopwarden's warning still
+    reaches the model with the 4th result."""
+    count = tmp_path / "count"
+    settings = USER_SETTINGS | {"model": {"disableLoopDetection": False}}
+    (project.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    project.install([])
+    run = project.run(RepeatCommand(failing(count), times=10), count)
+    assert run.executions == 4, run.explain()
+    last = run.server.agent_requests()[-1]
+    # all_function_responses: the CLI's feedback is a user message, which starts a new turn
+    # for the fake's function_responses
+    assert [WARNED in output(r) for r in all_function_responses(last)] == [False] * 3 + [True]
+    assert not run.saw(BLOCKED)
+    assert "Potential loop detected" in json.dumps(last["contents"])
