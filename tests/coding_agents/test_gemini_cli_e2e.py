@@ -116,10 +116,17 @@ class Project:
 
     def install(self, hook_args: list[str], *, user: bool = False) -> None:
         """``loopwarden hooks install gemini-cli`` for the project (or ``--user``: HOME)."""
+        self._hooks("install", hook_args, user)
+
+    def uninstall(self) -> None:
+        """``loopwarden hooks uninstall gemini-cli --project <work>``."""
+        self._hooks("uninstall", [], False)
+
+    def _hooks(self, action: str, hook_args: list[str], user: bool) -> None:
         loopwarden = shutil.which("loopwarden")
         assert loopwarden, "loopwarden is not on PATH (pip install -e .)"
         scope = ["--user"] if user else ["--project", str(self.work)]
-        argv = [loopwarden, "hooks", "install", "gemini-cli", *scope]
+        argv = [loopwarden, "hooks", action, "gemini-cli", *scope]
         done = subprocess.run(
             [*argv, *hook_args], env=self.env, capture_output=True, text=True, timeout=30
         )
@@ -265,18 +272,39 @@ def test_each_prompt_is_a_new_run(project: Project, tmp_path: Path) -> None:
     assert [WARNED in output(r) for r in second.results()] == [False, False, False, True]
 
 
-def test_install_keeps_the_users_own_hooks(project: Project, tmp_path: Path) -> None:
-    """A hook the user had in .gemini/settings.json still runs next to loopwarden's."""
-    count, seen = tmp_path / "count", tmp_path / "user-hook"
+def _users_own_hook(project: Project, seen: Path) -> dict[str, Any]:
+    """Give the project a hook of the user's own (it appends each AfterTool payload to seen)."""
     own_hook = {"type": "command", "command": f"cat >> {seen}; echo >> {seen}", "name": "mine"}
     settings = {"hooks": {"AfterTool": [{"matcher": "run_shell_command", "hooks": [own_hook]}]}}
     (project.work / ".gemini").mkdir()
     (project.work / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return settings
+
+
+def _own_hook_calls(seen: Path) -> list[str]:
+    return [json.loads(line)["hook_event_name"] for line in seen.read_text().splitlines() if line]
+
+
+def test_install_keeps_the_users_own_hooks(project: Project, tmp_path: Path) -> None:
+    """A hook the user had in .gemini/settings.json still runs next to loopwarden's."""
+    count, seen = tmp_path / "count", tmp_path / "user-hook"
+    _users_own_hook(project, seen)
     project.install([])
     run = project.run(RepeatCommand(failing(count), times=6), count)
     assert run.executions == 4, run.explain()  # loopwarden is active
-    payloads = [json.loads(line) for line in seen.read_text().splitlines() if line]
-    assert [p["hook_event_name"] for p in payloads] == ["AfterTool"] * 4  # and so is the user's
+    assert _own_hook_calls(seen) == ["AfterTool"] * 4  # and so is the user's
+
+
+def test_uninstall_gives_back_the_users_settings(project: Project, tmp_path: Path) -> None:
+    """After install and uninstall the settings are the user's again, and the loop runs free."""
+    count, seen = tmp_path / "count", tmp_path / "user-hook"
+    settings = _users_own_hook(project, seen)
+    project.install([])
+    project.uninstall()
+    assert json.loads((project.work / ".gemini" / "settings.json").read_text()) == settings
+    run = project.run(RepeatCommand(failing(count), times=6), count)
+    assert run.executions == 6, run.explain()
+    assert _own_hook_calls(seen) == ["AfterTool"] * 6
 
 
 def test_a_corrupted_state_file_fails_open(project: Project, tmp_path: Path) -> None:
