@@ -6,7 +6,8 @@ file) counts its real executions, then asserts on that count and on what the mod
 (the recorded ``streamGenerateContent`` requests). The runs are headless (``gemini -p``) and
 offline: ``GOOGLE_GEMINI_BASE_URL`` points at the fake on 127.0.0.1, an explicit model skips the
 routing classifier, and usage statistics, telemetry, auto-update and the IDE link are off.
-Gemini CLI's own loop detection is switched off, so that what stops a loop is loopwarden.
+Gemini CLI's own loop detection is switched off, so that what stops a loop is loopwarden
+(one test runs next to it, as users have it by default).
 """
 
 from __future__ import annotations
