@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from logging import Logger
+
+# Run once, right before the first lazy logger is used: a short-lived process (the coding-CLI
+# hook) configures its handlers there, and pays for logging only when it logs.
+_first_use: list[Callable[[], None]] = []
 
 
 class _LazyLogger:
@@ -23,6 +28,8 @@ class _LazyLogger:
     def __getattr__(self, attr: str) -> Any:
         import logging
 
+        while _first_use:
+            _first_use.pop()()
         return getattr(logging.getLogger(self._name), attr)
 
     def __repr__(self) -> str:
@@ -32,3 +39,8 @@ class _LazyLogger:
 def get_logger(name: str) -> Logger:
     """``logging.getLogger(name)``, with ``logging`` imported on the logger's first use."""
     return cast("Logger", _LazyLogger(name))
+
+
+def on_first_use(configure: Callable[[], None]) -> None:
+    """Call ``configure`` once, right before any lazy logger is first used."""
+    _first_use.append(configure)

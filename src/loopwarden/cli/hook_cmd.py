@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,7 +72,11 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
-    _quiet_logging(args.agent)
+    from loopwarden import _lazylog
+    from loopwarden.canonical import _set_fast_encoder
+
+    _lazylog.on_first_use(lambda: _quiet_logging(args.agent))  # logging only when it logs
+    _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
     text = sys.stdin.read()
     answer = handle(args.agent, text, args.config, args.overrides, args.db)
     if answer:
@@ -83,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
 
 def handle(agent: str, text: str, config: str | None, overrides: list[str], db: str | None) -> str:
     """The answer to print for one event (``""``: nothing); failures are logged, never raised."""
+    from loopwarden._lazylog import get_logger
     from loopwarden.hooks._protocol import HookInputError, parse_event
 
-    log = logging.getLogger("loopwarden.hooks")
+    log = get_logger("loopwarden.hooks")
     try:
         event = parse_event(agent, json.loads(text))
     except json.JSONDecodeError as exc:
@@ -156,24 +160,21 @@ def _describe(exc: BaseException) -> str:
     return str(message).splitlines()[0]
 
 
-class _OneLine(logging.Formatter):
-    """``loopwarden hook AGENT: message`` on one line (a traceback would flood the CLI)."""
-
-    def __init__(self, agent: str) -> None:
-        super().__init__()
-        self.prefix = f"loopwarden hook {agent}: "
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            text = f"{text}: {_describe(record.exc_info[1])}"
-        return self.prefix + text.splitlines()[0] if text else self.prefix
-
-
 def _quiet_logging(agent: str) -> None:
     """Problems go to stderr as one line each; the loop events go to the run records only."""
+    import logging
+
+    class OneLine(logging.Formatter):
+        """``loopwarden hook AGENT: message`` on one line (a traceback would flood the CLI)."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                text = f"{text}: {_describe(record.exc_info[1])}"
+            return f"loopwarden hook {agent}: " + (text.splitlines() or [""])[0]
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine(agent))
+    handler.setFormatter(OneLine())
     handler.setLevel(logging.ERROR)
     # The guard's line per loop event ("loop %s: ..."), not its own failures ("loop state ...").
     handler.addFilter(lambda record: not str(record.msg).startswith("loop %s: "))

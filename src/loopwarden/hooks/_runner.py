@@ -13,7 +13,6 @@ tool call proceed, and one line on stderr says what happened.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -35,8 +34,6 @@ from loopwarden.hooks._protocol import (
 from loopwarden.records import PathLike, default_db_path
 from loopwarden.store import RunRecord
 from loopwarden.stores.sqlite import SQLiteStore
-
-logger = logging.getLogger("loopwarden.hooks")
 
 SESSION_TTL = 7 * 24 * 3600.0
 """Seconds a CLI session's state is kept unused: a session resumed a week later starts fresh."""
