@@ -1,13 +1,10 @@
 """A fake Anthropic Messages API server playing a scripted model, to drive the real Claude Code.
 
-Two layers, so the OpenAI Responses twin can share the first one:
-
-* generic: :class:`ToolCall` / :class:`Reply` (what the scripted model answers), the
-  :class:`ScriptedModel` protocol, and :class:`RecordingServer` (a ``ThreadingHTTPServer`` on
-  127.0.0.1:0 in a thread that records every request body and writes server-sent events);
-* Anthropic: :class:`FakeAnthropic` (``POST /v1/messages`` with SSE streaming or a plain JSON
-  answer, ``/v1/messages/count_tokens``, ``HEAD /``) and helpers that read a Messages request
-  (:func:`tool_results`, :func:`is_compaction_request`, :func:`last_user_text`).
+:class:`FakeAnthropic` (``POST /v1/messages`` with SSE streaming or a plain JSON answer,
+``/v1/messages/count_tokens``, ``HEAD /``) on top of the generic layer of ``_fake_model.py``
+(recording server on 127.0.0.1, SSE, the :class:`ScriptedModel` protocol), helpers that read a
+Messages request (:func:`tool_results`, :func:`is_compaction_request`, :func:`last_user_text`)
+and a ready-made scripted model (:class:`RepeatCommand`).
 
 The scripted model sees every request body (a ``dict``) and returns the next :class:`Reply`; it
 decides from the conversation, not from a call counter, so the retries and side requests the CLI
@@ -16,174 +13,36 @@ makes cannot push it off script.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
-# ---------------------------------------------------------------------------------------------
-# generic: the scripted-model protocol and a recording HTTP server
-# ---------------------------------------------------------------------------------------------
+import _fake_model
+from _fake_model import (
+    RecordingServer,
+    RepeatScript,
+    Reply,
+    ScriptedModel,
+    fresh_id,
+    send_json,
+    send_sse,
+)
 
-_ids = itertools.count(1)
-
-
-def fresh_id(prefix: str) -> str:
-    """A unique id with the API's prefix (``toolu_…``, ``msg_…``), unique in this process."""
-    return f"{prefix}{next(_ids):024d}"
+MODEL = "claude-sonnet-4-5-20250929"
 
 
 @dataclass
-class ToolCall:
-    """One tool call the model makes: the tool's name and its input object."""
+class ToolCall(_fake_model.ToolCall):
+    """One tool call the model makes; its id has the Anthropic prefix (``toolu_…``)."""
 
-    name: str
-    input: dict[str, Any]
     id: str = field(default_factory=lambda: fresh_id("toolu_"))
 
 
-@dataclass
-class Reply:
-    """The model's next message: some text and/or tool calls, and the usage it reports.
-
-    ``input_tokens`` is what the server claims the prompt cost: a large value makes the CLI
-    believe its context is full, which is how a test triggers automatic compaction.
-    """
-
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    input_tokens: int = 100
-    output_tokens: int = 10
-
-    @property
-    def stop_reason(self) -> str:
-        """``tool_use`` when the reply calls a tool, else ``end_turn``."""
-        return "tool_use" if self.tool_calls else "end_turn"
-
-
-class ScriptedModel(Protocol):
-    """Decides the model's next reply from the (parsed JSON) request body."""
-
-    def reply(self, request: dict[str, Any]) -> Reply:
-        """The next reply for this request."""
-        ...
-
-
-@dataclass
-class Recorded:
-    """One request the server received."""
-
-    method: str
-    path: str
-    body: Any  # parsed JSON, or None
-
-
-class RecordingServer:
-    """A threaded HTTP server on 127.0.0.1 that records requests; subclasses route them.
-
-    Use as a context manager; ``url`` is ``http://127.0.0.1:PORT``. ``requests`` holds every
-    request in arrival order (guarded by a lock: the CLI may send requests concurrently).
-    """
-
-    def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The base URL to hand to the CLI."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> RecordingServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def record(self, method: str, path: str, body: Any) -> None:
-        """Keep one request (called by the handler)."""
-        with self._lock:
-            self.requests.append(Recorded(method, path, body))
-
-    def handle(self, handler: BaseHTTPRequestHandler, method: str, body: Any) -> None:
-        """Answer one request; subclasses override. Default: 404."""
-        send_json(handler, 404, {"error": f"no route for {method} {handler.path}"})
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _dispatch(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
-                server.record(method, self.path, body)
-                try:
-                    server.handle(self, method, body)
-                except Exception as exc:  # surface scripted-model bugs in the test, not as hangs
-                    server.errors.append(f"{method} {self.path}: {exc!r}")
-                    send_json(self, 500, {"type": "error", "error": {"message": repr(exc)}})
-
-            def do_GET(self) -> None:
-                self._dispatch("GET")
-
-            def do_HEAD(self) -> None:
-                self._dispatch("HEAD")
-
-            def do_POST(self) -> None:
-                self._dispatch("POST")
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-                pass
-
-        return Handler
-
-
-def send_json(handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
-    """Write one JSON response (no body for HEAD)."""
-    data = json.dumps(payload).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(data)
-
-
-def send_sse(handler: BaseHTTPRequestHandler, events: Iterator[tuple[str, dict[str, Any]]]) -> None:
-    """Write a complete server-sent-events stream of ``(event name, data)`` pairs, then close."""
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/event-stream")
-    handler.send_header("Cache-Control", "no-cache")
-    handler.send_header("Connection", "close")
-    handler.end_headers()
-    for name, data in events:
-        handler.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-    handler.wfile.flush()
-    handler.close_connection = True
-
-
-# ---------------------------------------------------------------------------------------------
-# Anthropic Messages API
-# ---------------------------------------------------------------------------------------------
-
-MODEL = "claude-sonnet-4-5-20250929"
+def stop_reason(reply: Reply) -> str:
+    """``tool_use`` when the reply calls a tool, else ``end_turn``."""
+    return "tool_use" if reply.tool_calls else "end_turn"
 
 
 class FakeAnthropic(RecordingServer):
@@ -201,12 +60,7 @@ class FakeAnthropic(RecordingServer):
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The bodies of every ``POST /v1/messages`` request, in arrival order."""
-        with self._lock:
-            return [
-                r.body
-                for r in self.requests
-                if r.method == "POST" and r.path.split("?")[0] == "/v1/messages"
-            ]
+        return self.bodies("/v1/messages")
 
     def handle(self, handler: BaseHTTPRequestHandler, method: str, body: Any) -> None:
         """Route HEAD /, count_tokens and messages; anything else gets an empty 200."""
@@ -251,7 +105,7 @@ def message_json(reply: Reply, model: str) -> dict[str, Any]:
         "role": "assistant",
         "model": model,
         "content": _content(reply),
-        "stop_reason": reply.stop_reason,
+        "stop_reason": stop_reason(reply),
         "stop_sequence": None,
         "usage": _usage(reply),
     }
@@ -277,7 +131,7 @@ def stream_events(reply: Reply, model: str) -> Iterator[tuple[str, dict[str, Any
         "message_delta",
         {
             "type": "message_delta",
-            "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
+            "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
             "usage": {"output_tokens": reply.output_tokens},
         },
     )
@@ -357,26 +211,9 @@ def is_compaction_request(request: dict[str, Any]) -> bool:
 
 
 @dataclass
-class RepeatCommand:
-    """Calls Bash with ``commands[i]`` until it has seen ``len(commands)`` results, then answers.
-
-    ``commands`` may be a single repeated command (a loop) or many different ones. Tool results
-    are counted from the request, so a blocked call (its result is the hook's reason) counts too.
-    After compaction the old results are gone from the request, so the model tracks what it has
-    seen itself: ``seen`` only grows. ``input_tokens_after`` reports a large prompt once that
-    many results are in, to trigger automatic compaction; the compaction request itself is
-    answered with ``summary``.
-    """
-
-    commands: list[str]
-    final_text: str = "done"
-    input_tokens: int = 100
-    compact_after: int | None = None
-    compact_input_tokens: int = 99_000
-    summary: str = "Summary: the user asked to run a command repeatedly; keep running it."
-    seen: int = 0
-    _seen_ids: set[str] = field(default_factory=set)
-    compactions: int = 0
+class RepeatCommand(RepeatScript):
+    """Calls Bash with ``commands[i]`` until it has seen ``len(commands)`` results, then answers
+    (see :class:`RepeatScript`); a request offering no tools is a side request (title...)."""
 
     def reply(self, request: dict[str, Any]) -> Reply:
         """The next step of the script."""
@@ -385,13 +222,11 @@ class RepeatCommand:
             return Reply(text=self.summary)
         if not request.get("tools"):  # a side request (title, topic…): answer briefly
             return Reply(text="ok")
-        for block in tool_results(request):
-            self._seen_ids.add(str(block.get("tool_use_id")))
-        self.seen = max(self.seen, len(self._seen_ids))
-        if self.seen >= len(self.commands):
+        seen = self.count(str(block.get("tool_use_id")) for block in tool_results(request))
+        if seen >= len(self.commands):
             return Reply(text=self.final_text)
         tokens = self.input_tokens
         if self.compact_after is not None and not self.compactions:
-            tokens = self.compact_input_tokens if self.seen >= self.compact_after else tokens
-        call = ToolCall("Bash", {"command": self.commands[self.seen], "description": "run it"})
+            tokens = self.compact_input_tokens if seen >= self.compact_after else tokens
+        call = ToolCall("Bash", {"command": self.commands[seen], "description": "run it"})
         return Reply(tool_calls=[call], input_tokens=tokens)

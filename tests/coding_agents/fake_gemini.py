@@ -4,18 +4,20 @@ Gemini CLI 0.61 sends its model traffic to ``$GOOGLE_GEMINI_BASE_URL`` (auth typ
 when that variable is set) through ``@google/genai``: ``POST
 /v1beta/models/<model>:streamGenerateContent?alt=sse`` for the agent loop, plus
 ``:generateContent`` and ``:countTokens`` for utility calls. This server answers those on
-127.0.0.1 only, records every request body, and lets a small Python object (the scripted
-model) decide each answer from the request, so a test can reproduce a tool-call loop.
+127.0.0.1 only (the recording server of ``_fake_model.py``), records every request body, and
+lets a small Python object (the scripted model) decide each answer from the request, so a test
+can reproduce a tool-call loop.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from _fake_model import RecordingServer, send_json, send_sse
 
 Json = dict[str, Any]
 Part = dict[str, Any]
@@ -119,55 +121,48 @@ def shell_commands(commands: list[str], batch: int = 1) -> ToolCalls:
     return ToolCalls([("run_shell_command", {"command": c}) for c in commands], batch=batch)
 
 
-@dataclass
-class Recorded:
-    """One request the CLI made: method, path (with query) and parsed JSON body."""
+class FakeGemini(RecordingServer):
+    """The Gemini API in front of a :class:`ScriptedModel`, on 127.0.0.1; a context manager.
 
-    method: str
-    path: str
-    body: Json
+    ``prompt_tokens`` is the promptTokenCount it reports: a number, or a function of the request
+    (a test reports a large count to make the CLI compress its history, which it does above
+    half the window).
+    """
 
-
-@dataclass
-class FakeGemini:
-    """A threaded fake Gemini API on 127.0.0.1; use as a context manager."""
-
-    model: ScriptedModel
-    # Reported promptTokenCount: a number, or a function of the request (a test reports a
-    # large count to make the CLI compress its history, which it does above half the window).
-    prompt_tokens: int | Callable[[Json], int] = 1000
-    requests: list[Recorded] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # what the server could not answer
-    _server: ThreadingHTTPServer | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(
+        self, model: ScriptedModel, prompt_tokens: int | Callable[[Json], int] = 1000
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.prompt_tokens = prompt_tokens
 
     @property
     def base_url(self) -> str:
         """The URL to put in ``GOOGLE_GEMINI_BASE_URL``."""
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.url
 
     def agent_requests(self) -> list[Json]:
         """Bodies of the agent-loop requests (the ones that offer tools), in order."""
         with self._lock:
-            return [r.body for r in self.requests if is_agent_request(r.body)]
+            return [
+                r.body
+                for r in self.requests
+                if isinstance(r.body, dict) and is_agent_request(r.body)
+            ]
 
-    def __enter__(self) -> FakeGemini:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def record(self, method: str, path: str, body: Json) -> None:
-        """Keep one request (thread-safe: the server answers on several threads)."""
-        with self._lock:
-            self.requests.append(Recorded(method, path, body))
+    def handle(self, handler: BaseHTTPRequestHandler, method: str, body: Any) -> None:
+        """Route countTokens, streamGenerateContent and generateContent; any other request is
+        an error the test sees (``errors``) and a 404."""
+        request: Json = body if isinstance(body, dict) else {}
+        if method == "POST" and ":countTokens" in handler.path:
+            send_json(handler, 200, {"totalTokens": self.tokens_for(request)})
+        elif method == "POST" and ":streamGenerateContent" in handler.path:
+            send_sse(handler, iter([(None, self.answer(request))]))
+        elif method == "POST" and ":generateContent" in handler.path:
+            send_json(handler, 200, self.answer(request))
+        else:
+            self.errors.append(f"unexpected request {method} {handler.path}")
+            send_json(handler, 404, {"error": {"code": 404, "message": "unknown"}})
 
     def tokens_for(self, body: Json) -> int:
         """The promptTokenCount to report for ``body``."""
@@ -218,55 +213,3 @@ def _json_for_schema(schema: Json) -> Any:
     if "enum" in schema:
         return schema["enum"][0]
     return ""
-
-
-def _handler_for(fake: FakeGemini) -> Callable[..., BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silence the default per-request stderr log."""
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body: Json = json.loads(raw) if raw else {}
-            fake.record("POST", self.path, body)
-            try:
-                if ":countTokens" in self.path:
-                    self._send_json({"totalTokens": fake.tokens_for(body)})
-                elif ":streamGenerateContent" in self.path:
-                    self._send_sse(fake.answer(body))
-                elif ":generateContent" in self.path:
-                    self._send_json(fake.answer(body))
-                else:
-                    self._unknown()
-            except Exception as exc:  # a broken script must fail the test, not hang the CLI
-                fake.errors.append(f"POST {self.path}: {exc!r}")
-                self._send_json({"error": {"code": 500, "message": repr(exc)}}, status=500)
-
-        def do_GET(self) -> None:
-            fake.record("GET", self.path, {})
-            self._unknown()
-
-        def _unknown(self) -> None:
-            fake.errors.append(f"unexpected request {self.command} {self.path}")
-            self._send_json({"error": {"code": 404, "message": "unknown"}}, status=404)
-
-        def _send_json(self, payload: Json, status: int = 200) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _send_sse(self, payload: Json) -> None:
-            data = f"data: {json.dumps(payload)}\r\n\r\n".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler

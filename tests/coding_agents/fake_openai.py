@@ -1,16 +1,12 @@
 """A fake OpenAI Responses API server playing a scripted model, to drive the real Codex CLI.
 
-Two layers, like its twin ``fake_anthropic.py`` (the generic layer is the same code, so the two
-can later share one module):
-
-* generic: :class:`ToolCall` / :class:`Reply` (what the scripted model answers), the
-  :class:`ScriptedModel` protocol, and :class:`RecordingServer` (a ``ThreadingHTTPServer`` on
-  127.0.0.1:0 in a thread that records every request body and writes server-sent events);
-* OpenAI Responses: :class:`FakeOpenAI` (``POST /v1/responses`` with SSE streaming:
-  ``response.created``, ``response.output_item.added`` / ``.done`` per output item and
-  ``response.completed`` with the usage Codex reads for its automatic compaction: all that
-  Codex 0.171 needs) and helpers that read a Responses request (:func:`tool_outputs`,
-  :func:`is_compaction_request`, :func:`input_text`).
+:class:`FakeOpenAI` (``POST /v1/responses`` with SSE streaming: ``response.created``,
+``response.output_item.added`` / ``.done`` per output item and ``response.completed`` with the
+usage Codex reads for its automatic compaction: all that Codex 0.171 needs) on top of the
+generic layer of ``_fake_model.py`` (recording server on 127.0.0.1, SSE, the
+:class:`ScriptedModel` protocol), helpers that read a Responses request (:func:`tool_outputs`,
+:func:`is_compaction_request`, :func:`input_text`) and a ready-made scripted model
+(:class:`RepeatCommand`).
 
 Codex's shell tool is ``exec_command`` with ``{"cmd": ...}`` (its hooks see it as ``Bash``).
 Codex compacts by sending an ordinary ``/v1/responses`` request (no tools, a "CONTEXT
@@ -19,167 +15,21 @@ CHECKPOINT COMPACTION" prompt); the model's text answer becomes the summary.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
-# ---------------------------------------------------------------------------------------------
-# generic: the scripted-model protocol and a recording HTTP server
-# ---------------------------------------------------------------------------------------------
-
-_ids = itertools.count(1)
-
-
-def fresh_id(prefix: str) -> str:
-    """A unique id with the API's prefix (``call_…``, ``msg_…``), unique in this process."""
-    return f"{prefix}{next(_ids):024d}"
-
-
-@dataclass
-class ToolCall:
-    """One tool call the model makes: the tool's name and its input object."""
-
-    name: str
-    input: dict[str, Any]
-    id: str = field(default_factory=lambda: fresh_id("call_"))
-
-
-@dataclass
-class Reply:
-    """The model's next message: some text and/or tool calls, and the usage it reports.
-
-    ``input_tokens`` is what the server claims the prompt cost: a large value makes the CLI
-    believe its context is full, which is how a test triggers automatic compaction.
-    """
-
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    input_tokens: int = 100
-    output_tokens: int = 10
-
-
-class ScriptedModel(Protocol):
-    """Decides the model's next reply from the (parsed JSON) request body."""
-
-    def reply(self, request: dict[str, Any]) -> Reply:
-        """The next reply for this request."""
-        ...
-
-
-@dataclass
-class Recorded:
-    """One request the server received."""
-
-    method: str
-    path: str
-    body: Any  # parsed JSON, or None
-
-
-class RecordingServer:
-    """A threaded HTTP server on 127.0.0.1 that records requests; subclasses route them.
-
-    Use as a context manager; ``url`` is ``http://127.0.0.1:PORT``. ``requests`` holds every
-    request in arrival order (guarded by a lock: the CLI may send requests concurrently).
-    """
-
-    def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """The base URL to hand to the CLI."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> RecordingServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def record(self, method: str, path: str, body: Any) -> None:
-        """Keep one request (called by the handler)."""
-        with self._lock:
-            self.requests.append(Recorded(method, path, body))
-
-    def handle(self, handler: BaseHTTPRequestHandler, method: str, body: Any) -> None:
-        """Answer one request; subclasses override. Default: 404."""
-        send_json(handler, 404, {"error": f"no route for {method} {handler.path}"})
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _dispatch(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
-                server.record(method, self.path, body)
-                try:
-                    server.handle(self, method, body)
-                except Exception as exc:  # surface scripted-model bugs in the test, not as hangs
-                    server.errors.append(f"{method} {self.path}: {exc!r}")
-                    send_json(self, 500, {"type": "error", "error": {"message": repr(exc)}})
-
-            def do_GET(self) -> None:
-                self._dispatch("GET")
-
-            def do_HEAD(self) -> None:
-                self._dispatch("HEAD")
-
-            def do_POST(self) -> None:
-                self._dispatch("POST")
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-                pass
-
-        return Handler
-
-
-def send_json(handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
-    """Write one JSON response (no body for HEAD)."""
-    data = json.dumps(payload).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(data)
-
-
-def send_sse(handler: BaseHTTPRequestHandler, events: Iterator[tuple[str, dict[str, Any]]]) -> None:
-    """Write a complete server-sent-events stream of ``(event name, data)`` pairs, then close."""
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/event-stream")
-    handler.send_header("Cache-Control", "no-cache")
-    handler.send_header("Connection", "close")
-    handler.end_headers()
-    for name, data in events:
-        handler.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-    handler.wfile.flush()
-    handler.close_connection = True
-
-
-# ---------------------------------------------------------------------------------------------
-# OpenAI Responses API
-# ---------------------------------------------------------------------------------------------
+from _fake_model import (
+    RecordingServer,
+    RepeatScript,
+    Reply,
+    ScriptedModel,
+    ToolCall,
+    fresh_id,
+    send_sse,
+)
 
 MODEL = "gpt-5.1-codex"
 
@@ -202,12 +52,7 @@ class FakeOpenAI(RecordingServer):
     @property
     def responses(self) -> list[dict[str, Any]]:
         """The bodies of every ``/v1/responses`` request, in order (what the model was shown)."""
-        with self._lock:
-            return [
-                r.body
-                for r in self.requests
-                if r.path.split("?", 1)[0] == "/v1/responses" and isinstance(r.body, dict)
-            ]
+        return self.bodies("/v1/responses")
 
     def handle(self, handler: BaseHTTPRequestHandler, method: str, body: Any) -> None:
         """Route ``POST /v1/responses`` to the scripted model; anything else is a 404."""
@@ -337,42 +182,27 @@ def shell(command: str) -> ToolCall:
 
 
 @dataclass
-class RepeatCommand:
-    """Runs ``commands[i]`` in Codex's shell until it has seen ``len(commands)`` results.
+class RepeatCommand(RepeatScript):
+    """Runs ``commands[i]`` in Codex's shell until it has seen ``len(commands)`` results (see
+    :class:`RepeatScript`). It reports the full context once: Codex would compact again and
+    again otherwise."""
 
-    ``commands`` may be a single repeated command (a loop) or many different ones. Results are
-    counted from the request, so a blocked call (its result is the hook's reason) counts too.
-    After compaction the old results are gone from the request, so the model tracks what it
-    has seen itself: ``seen`` only grows. ``compact_after`` reports ``compact_input_tokens``
-    once that many results are in (once: Codex would compact again and again otherwise); the
-    compaction request itself is answered with ``summary``.
-    """
-
-    commands: list[str]
-    final_text: str = "done"
     input_tokens: int = 1000
-    compact_after: int | None = None
     compact_input_tokens: int = 60_000
-    summary: str = "Summary: the user asked to run a command repeatedly; keep running it."
-    seen: int = 0
-    _seen_ids: set[str] = field(default_factory=set)
-    compactions: int = 0
     _reported_full: bool = False
 
     def reply(self, request: dict[str, Any]) -> Reply:
         """The next step of the script."""
         # Count first: the compaction request carries the last result before the summary.
-        for item in tool_outputs(request):
-            self._seen_ids.add(str(item.get("call_id")))
-        self.seen = max(self.seen, len(self._seen_ids))
+        seen = self.count(str(item.get("call_id")) for item in tool_outputs(request))
         if is_compaction_request(request):
             self.compactions += 1
             return Reply(text=self.summary)
-        if self.seen >= len(self.commands):
+        if seen >= len(self.commands):
             return Reply(text=self.final_text)
         tokens = self.input_tokens
-        full = self.compact_after is not None and self.seen >= self.compact_after
+        full = self.compact_after is not None and seen >= self.compact_after
         if full and not self._reported_full:
             self._reported_full = True
             tokens = self.compact_input_tokens
-        return Reply(tool_calls=[shell(self.commands[self.seen])], input_tokens=tokens)
+        return Reply(tool_calls=[shell(self.commands[seen])], input_tokens=tokens)
