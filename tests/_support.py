@@ -53,6 +53,17 @@ def require_binary(name: str, how: str) -> str:
     return path
 
 
+def require_cli(name: str) -> Path:
+    """A coding CLI installed by npm in tests/coding_agents, or skip (fail under CI) saying how."""
+    path = Path(__file__).resolve().parent / "coding_agents" / "node_modules" / ".bin" / name
+    if not path.exists():
+        reason = f"{path} missing: run: npm ci --prefix tests/coding_agents"
+        if _must_have():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+    return path
+
+
 def shared_path(*parts: str) -> Path:
     """A path inside the read-only shared/ folder (SPEC, conformance vectors, samples, corpus)."""
     path = SHARED.joinpath(*parts) if parts else SHARED

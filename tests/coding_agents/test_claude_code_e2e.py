@@ -10,7 +10,6 @@ server binds to 127.0.0.1 and every nonessential-traffic switch is set.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _clis import claude_argv, claude_env
 from fake_anthropic import FakeAnthropic, RepeatCommand, block_text, tool_results
 
 import _support
 
-CLAUDE = Path(__file__).resolve().parent / "node_modules" / ".bin" / "claude"
 RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
 
 # What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
@@ -30,15 +29,6 @@ RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
 BLOCKED = "times in a row with identical arguments and identical results"
 WARNED = "WARNING: You have called Bash"
 COMPACTION_STOP = "after auto-compaction"
-
-
-def _claude() -> Path:
-    if not CLAUDE.exists():
-        reason = f"{CLAUDE} missing: run `npm ci` in tests/coding_agents"
-        if _support._must_have():
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return CLAUDE
 
 
 @dataclass
@@ -78,25 +68,14 @@ class Project:
     """A fresh project, HOME and loopwarden state under one tmp folder."""
 
     def __init__(self, root: Path) -> None:
-        self.claude = _claude()
+        self.claude = _support.require_cli("claude")
         found = shutil.which("loopwarden")
         assert found, "loopwarden is not on PATH (pip install -e .)"
         self.loopwarden = found
         self.work = root / "project"
         for folder in (root / "home", self.work, root / "state"):
             folder.mkdir()
-        self.env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(root / "home"),
-            "XDG_STATE_HOME": str(root / "state"),
-            "IS_SANDBOX": "1",
-            "ANTHROPIC_API_KEY": "sk-test",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
-        }
+        self.env = claude_env(root / "home") | {"XDG_STATE_HOME": str(root / "state")}
 
     def lw(self, *args: str) -> str:
         """Run a ``loopwarden`` command as the user would; its stdout."""
@@ -112,10 +91,8 @@ class Project:
     def run(self, model: RepeatCommand, count_file: Path) -> Run:
         """``claude -p`` against a fake API playing ``model``; count_file counts executions."""
         with FakeAnthropic(model) as server:
-            argv = [str(self.claude), "-p", "Run the checks until they pass."]
-            argv += ["--dangerously-skip-permissions", "--output-format", "stream-json"]
             proc = subprocess.run(
-                [*argv, "--verbose"],
+                claude_argv(self.claude, "Run the checks until they pass."),
                 cwd=self.work,
                 env=self.env | {"ANTHROPIC_BASE_URL": server.url},
                 capture_output=True,

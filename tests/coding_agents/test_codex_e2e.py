@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _clis import codex_argv, codex_config, codex_env
 from fake_openai import FakeOpenAI, RepeatCommand, messages, output_text, tool_outputs
 
 import _support
 
-CODEX = Path(__file__).resolve().parent / "node_modules" / ".bin" / "codex"
 RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes one to three seconds
 
 # What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
@@ -42,36 +42,6 @@ WARNED = "WARNING: You have called Bash"
 COMPACTION_STOP = "after auto-compaction"
 # How Codex itself words a PreToolUse deny in the call's output.
 CODEX_DENIED = "Command blocked by PreToolUse hook: "
-
-CONFIG = """\
-model = "gpt-5.1-codex"
-model_provider = "fake"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[features]
-plugins = false  # else Codex syncs curated plugins from github.com at start-up
-
-[model_providers.fake]
-name = "fake"
-base_url = "{base_url}"
-wire_api = "responses"
-env_key = "FAKE_OPENAI_KEY"
-"""
-
-
-def _codex() -> Path:
-    if not CODEX.exists():
-        reason = f"{CODEX} missing: run `npm ci` in tests/coding_agents"
-        if _support._must_have():
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return CODEX
 
 
 @dataclass
@@ -143,20 +113,14 @@ def codex_run(tmp_path: Path) -> Callable[..., Run]:
     under tmp_path. ``hook_args`` go to ``loopwarden hooks install codex --user`` (e.g.
     ``--set profile=openclaw``); ``None`` installs no hook at all (the control run).
     """
-    codex = _codex()
+    codex = _support.require_cli("codex")
     loopwarden = shutil.which("loopwarden")
     assert loopwarden, "loopwarden is not on PATH (pip install -e .)"
     home, codex_home = tmp_path / "home", tmp_path / "codex-home"
     work, state = tmp_path / "work", tmp_path / "state"
     for folder in (home, codex_home, work, state):
         folder.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "CODEX_HOME": str(codex_home),
-        "XDG_STATE_HOME": str(state),
-        "FAKE_OPENAI_KEY": "sk-test",
-    }
+    env = codex_env(home, codex_home) | {"XDG_STATE_HOME": str(state)}
 
     def run(
         model: RepeatCommand,
@@ -166,24 +130,16 @@ def codex_run(tmp_path: Path) -> Callable[..., Run]:
         copies: int = 1,
     ) -> Run:
         with FakeOpenAI(model) as server:
-            assert isinstance(server, FakeOpenAI)
             # The provider first: the installer merges its entries into what is there.
-            (codex_home / "config.toml").write_text(CONFIG.format(base_url=server.base_url))
+            (codex_home / "config.toml").write_text(codex_config(server.base_url))
             if hook_args is not None and copies == 1:
                 install = [loopwarden, "hooks", "install", "codex", "--user", *hook_args]
                 done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=30)
                 assert done.returncode == 0, done.stderr
             elif hook_args is not None:
                 _write_hooks(codex_home / "hooks.json", [loopwarden, *hook_args], copies)
-            argv = [str(codex), "exec", "--skip-git-repo-check", "--json"]
-            # Hooks the user has not reviewed are skipped silently without the trust bypass.
-            argv += [
-                "--dangerously-bypass-approvals-and-sandbox",
-                "--dangerously-bypass-hook-trust",
-            ]
-            proc = _bounded(
-                [*argv, *codex_args, "Run the checks until they pass."], cwd=work, env=env
-            )
+            argv = codex_argv(codex, *codex_args, "Run the checks until they pass.")
+            proc = _bounded(argv, cwd=work, env=env)
         executions = len(count_file.read_text().splitlines()) if count_file.exists() else 0
         outcome = Run(server, model, executions, proc.returncode, proc.stdout, proc.stderr)
         assert not server.errors, server.errors

@@ -13,7 +13,6 @@ Gemini CLI's own loop detection is switched off, so that what stops a loop is lo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _clis import GEMINI_USER_SETTINGS, gemini_argv, gemini_env
 from fake_gemini import (
     FakeGemini,
     RepeatCommand,
@@ -32,9 +32,7 @@ from fake_gemini import (
 
 import _support
 
-GEMINI = Path(__file__).resolve().parent / "node_modules" / ".bin" / "gemini"
 RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
-MODEL = "gemini-2.5-flash"  # an explicit model: no routing-classifier request
 
 # What loopwarden's messages say (patterns.py): the tests look for these phrases in what the
 # model saw, not for the whole text, so the wording around them may change.
@@ -45,27 +43,6 @@ WARNED = "WARNING: You have called run_shell_command"
 DENIED = "Tool execution blocked: "
 # What Gemini CLI prints (stderr) when a hook's {"continue": false} ends the run.
 STOPPED = "Agent execution stopped by hook: "
-
-# User settings of every run ($HOME/.gemini/settings.json): offline, and the CLI's own loop
-# detection off (it would stop the 5th identical call itself). "gemini-api-key" is needed
-# because GOOGLE_GEMINI_BASE_URL alone selects the "gateway" auth, which headless mode rejects.
-USER_SETTINGS: dict[str, Any] = {
-    "security": {"auth": {"selectedType": "gemini-api-key"}},
-    "privacy": {"usageStatisticsEnabled": False},
-    "telemetry": {"enabled": False},
-    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-    "ide": {"enabled": False},
-    "model": {"disableLoopDetection": True},
-}
-
-
-def _gemini() -> Path:
-    if not GEMINI.exists():
-        reason = f"{GEMINI} missing: run `npm ci` in tests/coding_agents"
-        if _support._must_have():
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return GEMINI
 
 
 def output(response: dict[str, Any]) -> str:
@@ -145,8 +122,8 @@ class Project:
 
     def run(self, model: ScriptedModel, count_file: Path, *, resume: bool = False) -> Run:
         """One ``gemini -p`` turn against a fake server playing ``model``."""
-        argv = [str(_gemini()), "-p", "Run the checks until they pass.", "-m", MODEL]
-        argv += ["--yolo", "--output-format", "json"] + (["--resume", "latest"] if resume else [])
+        gemini = _support.require_cli("gemini")
+        argv = gemini_argv(gemini, "Run the checks until they pass.", resume=resume)
         with FakeGemini(model) as server:
             try:
                 proc = subprocess.run(
@@ -169,26 +146,13 @@ class Project:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
-    """A project whose HOME, settings and loopwarden state all live under tmp_path.
-
-    XDG_STATE_HOME is set to its default under HOME on purpose: on GitHub Actions Gemini CLI
-    hands hooks a strictly filtered environment (HOME survives, XDG_STATE_HOME does not), and
-    loopwarden must find the same state file either way.
-    """
+    """A project whose HOME, settings and loopwarden state all live under tmp_path (the state
+    under HOME: see :func:`_clis.gemini_env`)."""
     home, work = tmp_path / "home", tmp_path / "project"
     (home / ".gemini").mkdir(parents=True)
     work.mkdir()
-    (home / ".gemini" / "settings.json").write_text(json.dumps(USER_SETTINGS))
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "GEMINI_API_KEY": "test-key",
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless mode refuses untrusted folders
-        "GEMINI_TELEMETRY_ENABLED": "false",
-        "NO_COLOR": "1",
-    }
-    return Project(home, work, env)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_USER_SETTINGS))
+    return Project(home, work, gemini_env(home))
 
 
 def failing(count_file: Path) -> str:
@@ -327,7 +291,7 @@ def test_next_to_the_clis_own_loop_detection(project: Project, tmp_path: Path) -
     before any hook sees it (and ends the turn at the next one); loopwarden's warning still
     reaches the model with the 4th result."""
     count = tmp_path / "count"
-    settings = USER_SETTINGS | {"model": {"disableLoopDetection": False}}
+    settings = GEMINI_USER_SETTINGS | {"model": {"disableLoopDetection": False}}
     (project.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     project.install([])
     run = project.run(RepeatCommand(failing(count), times=10), count)

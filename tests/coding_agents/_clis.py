@@ -1,0 +1,120 @@
+"""How the end-to-end tests and the capture scripts of tests/data start the real coding CLIs.
+
+One place for each CLI's offline environment, headless command line and settings, so the
+captured samples come from the same set-up as the tests. Every telemetry, update check and
+nonessential-traffic switch the CLI has is set; the model server is the caller's fake on
+127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+# Where `npm ci --prefix tests/coding_agents` puts the pinned CLIs.
+BIN = Path(__file__).resolve().parent / "node_modules" / ".bin"
+
+
+def claude_env(home: Path) -> dict[str, str]:
+    """Claude Code's environment: HOME, a test key, offline; add ``ANTHROPIC_BASE_URL``."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "IS_SANDBOX": "1",  # --dangerously-skip-permissions is refused as root otherwise
+        "ANTHROPIC_API_KEY": "sk-test",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
+    }
+
+
+def claude_argv(claude: Path, prompt: str, *options: str) -> list[str]:
+    """One headless ``claude -p`` turn that may run every tool, printing stream-json."""
+    argv = [str(claude), "-p", prompt, *options, "--dangerously-skip-permissions"]
+    return [*argv, "--output-format", "stream-json", "--verbose"]
+
+
+_CODEX_CONFIG = """\
+model = "gpt-5.1-codex"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false  # else Codex syncs curated plugins from github.com at start-up
+
+[model_providers.fake]
+name = "fake"
+base_url = "{base_url}"
+wire_api = "responses"
+env_key = "FAKE_OPENAI_KEY"
+"""
+
+
+def codex_config(base_url: str) -> str:
+    """``$CODEX_HOME/config.toml``: a custom provider at ``base_url`` (``…/v1``), offline."""
+    return _CODEX_CONFIG.format(base_url=base_url)
+
+
+def codex_env(home: Path, codex_home: Path) -> dict[str, str]:
+    """Codex's environment: HOME, CODEX_HOME and the fake provider's key."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "FAKE_OPENAI_KEY": "sk-test",
+    }
+
+
+def codex_argv(codex: Path, *args: str) -> list[str]:
+    """``codex exec`` (headless, JSON events) with ``args`` (``resume ID``…, the prompt last)."""
+    argv = [str(codex), "exec", "--skip-git-repo-check", "--json"]
+    # Hooks the user has not reviewed are skipped silently without the trust bypass.
+    argv += ["--dangerously-bypass-approvals-and-sandbox", "--dangerously-bypass-hook-trust"]
+    return [*argv, *args]
+
+
+# Gemini CLI's user settings ($HOME/.gemini/settings.json): offline, and the CLI's own loop
+# detection off (it would stop the 5th identical call itself). "gemini-api-key" is needed
+# because GOOGLE_GEMINI_BASE_URL alone selects the "gateway" auth, which headless mode rejects.
+GEMINI_USER_SETTINGS: dict[str, Any] = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "ide": {"enabled": False},
+    "model": {"disableLoopDetection": True},
+}
+GEMINI_MODEL = "gemini-2.5-flash"  # an explicit model: no routing-classifier request
+
+
+def gemini_env(home: Path) -> dict[str, str]:
+    """Gemini CLI's environment; add ``GOOGLE_GEMINI_BASE_URL``.
+
+    XDG_STATE_HOME is set to its default under HOME on purpose: on GitHub Actions Gemini CLI
+    hands hooks a strictly filtered environment (HOME survives, XDG_STATE_HOME does not), and
+    loopwarden must find the same state file either way.
+    """
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "GEMINI_API_KEY": "test-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless mode refuses untrusted folders
+        "GEMINI_TELEMETRY_ENABLED": "false",
+        "NO_COLOR": "1",
+    }
+
+
+def gemini_argv(gemini: Path, prompt: str, *, resume: bool = False) -> list[str]:
+    """One headless ``gemini -p`` turn that may run every tool, printing JSON."""
+    argv = [str(gemini), "-p", prompt, "-m", GEMINI_MODEL, "--yolo", "--output-format", "json"]
+    return argv + (["--resume", "latest"] if resume else [])
