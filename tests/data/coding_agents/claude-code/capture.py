@@ -18,7 +18,6 @@ files hold the temporary paths of the run that made them; nothing else is edited
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,9 +28,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[3]
 sys.path.insert(0, str(REPO / "tests" / "coding_agents"))
 
+from _clis import BIN, claude_argv, claude_env  # noqa: E402
 from fake_anthropic import FakeAnthropic, RepeatCommand  # noqa: E402
 
-CLAUDE = REPO / "tests" / "coding_agents" / "node_modules" / ".bin" / "claude"
 EVENTS = [
     "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
     "PreCompact", "PostCompact", "SubagentStop", "Stop", "StopFailure", "SessionEnd",
@@ -59,19 +58,8 @@ def run_claude(root: Path, model: RepeatCommand, extra: list[str] | None = None)
     (work / ".claude").mkdir(parents=True, exist_ok=True)
     (work / ".claude" / "settings.json").write_text(json.dumps(settings(root / "events")))
     with FakeAnthropic(model) as server:
-        env = {
-            "PATH": os.environ["PATH"],
-            "IS_SANDBOX": "1",
-            "HOME": str(root / "home"),
-            "ANTHROPIC_BASE_URL": server.url,
-            "ANTHROPIC_API_KEY": "sk-test",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
-        }
-        argv = [str(CLAUDE), "-p", "Run the checks until they pass.", *(extra or [])]
-        argv += ["--dangerously-skip-permissions", "--output-format", "stream-json", "--verbose"]
+        env = claude_env(root / "home") | {"ANTHROPIC_BASE_URL": server.url}
+        argv = claude_argv(BIN / "claude", "Run the checks until they pass.", *(extra or []))
         subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True, timeout=120)
 
 

@@ -11,7 +11,6 @@ for the importer tests (tests/test_transcripts_coding_agents.py).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -24,9 +23,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[3]
 sys.path.insert(0, str(REPO / "tests" / "coding_agents"))
 
+from _clis import BIN, claude_argv, claude_env  # noqa: E402
 from fake_anthropic import FakeAnthropic, Reply, ToolCall, tool_results, user_texts  # noqa: E402
 
-CLAUDE = REPO / "tests" / "coding_agents" / "node_modules" / ".bin" / "claude"
 TASK = "SUBAGENT TASK: find the build configuration file."
 LOOP = "ls config/build.toml"
 
@@ -61,19 +60,8 @@ def main() -> None:
         work = root / "project"
         work.mkdir()
         with FakeAnthropic(DelegateThenLoop()) as server:
-            env = {
-                "PATH": os.environ["PATH"],
-                "IS_SANDBOX": "1",
-                "HOME": str(root / "home"),
-                "ANTHROPIC_BASE_URL": server.url,
-                "ANTHROPIC_API_KEY": "sk-test",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_TELEMETRY": "1",
-                "DISABLE_AUTOUPDATER": "1",
-            }
-            argv = [str(CLAUDE), "-p", "Where is the build configuration?",
-                    "--dangerously-skip-permissions", "--output-format", "stream-json",
-                    "--verbose"]  # fmt: skip
+            env = claude_env(root / "home") | {"ANTHROPIC_BASE_URL": server.url}
+            argv = claude_argv(BIN / "claude", "Where is the build configuration?")
             subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True, timeout=120)
         target = HERE / "transcripts" / "subagent-loop"
         shutil.rmtree(target, ignore_errors=True)

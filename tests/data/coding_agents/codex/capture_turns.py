@@ -12,7 +12,6 @@ two turns are two runs.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,25 +22,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[3]
 sys.path.insert(0, str(REPO / "tests" / "coding_agents"))
 
+from _clis import BIN, codex_argv, codex_config, codex_env  # noqa: E402
 from fake_openai import FakeOpenAI, RepeatCommand  # noqa: E402
 
-CODEX = REPO / "tests" / "coding_agents" / "node_modules" / ".bin" / "codex"
 LOOP = "ls missing_dir"
-CONFIG = """model = "gpt-5.1-codex"
-model_provider = "fake"
-check_for_update_on_startup = false
-[analytics]
-enabled = false
-[feedback]
-enabled = false
-[features]
-plugins = false
-[model_providers.fake]
-name = "fake"
-base_url = "{url}/v1"
-wire_api = "responses"
-env_key = "FAKE_OPENAI_KEY"
-"""
 
 
 def run_codex(root: Path, model: RepeatCommand, args: list[str]) -> None:
@@ -50,11 +34,9 @@ def run_codex(root: Path, model: RepeatCommand, args: list[str]) -> None:
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
     with FakeOpenAI(model) as server:
-        (home / "config.toml").write_text(CONFIG.format(url=server.url))
-        env = {"PATH": os.environ["PATH"], "HOME": str(root), "CODEX_HOME": str(home),
-               "FAKE_OPENAI_KEY": "sk-test"}  # fmt: skip
-        argv = [str(CODEX), "exec", *args[:-1], "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox", "--json", args[-1]]  # fmt: skip
+        (home / "config.toml").write_text(codex_config(server.base_url))
+        argv = codex_argv(BIN / "codex", *args)
+        env = codex_env(root, home)
         subprocess.run(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, check=True,
                        capture_output=True, timeout=120)  # fmt: skip
 

@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 AGENTS = HERE.parents[2] / "coding_agents"
 sys.path.insert(0, str(AGENTS))
 
+from _clis import BIN, GEMINI_USER_SETTINGS, gemini_argv, gemini_env  # noqa: E402
 from fake_gemini import (  # noqa: E402
     FakeGemini,
     RepeatCommand,
@@ -49,14 +50,6 @@ EVENTS = [
     "PreCompress",
     "Notification",
 ]
-USER_SETTINGS = {
-    "security": {"auth": {"selectedType": "gemini-api-key"}},
-    "privacy": {"usageStatisticsEnabled": False},
-    "telemetry": {"enabled": False},
-    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-    "ide": {"enabled": False},
-    "model": {"disableLoopDetection": True},
-}
 # The capture hook: keeps each payload as <CAPDIR>/<nnnn>-<event>.json and allows everything.
 CAPTURE_HOOK = """#!/usr/bin/env python3
 import json, os, pathlib, sys
@@ -88,20 +81,14 @@ def _run(
     tokens: int | Callable[[dict[str, Any]], int] = 1000,
     capdir: Path | None = None,
 ) -> None:
-    gemini = AGENTS / "node_modules" / ".bin" / "gemini"
-    argv = [str(gemini), "-p", prompt, "--yolo", "-o", "json", "-m", "gemini-2.5-flash"]
+    argv = gemini_argv(BIN / "gemini", prompt, resume=resume)
     with FakeGemini(model, prompt_tokens=tokens) as fake:
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(HOME),
-            "XDG_STATE_HOME": str(HOME / ".local" / "state"),
+        env = gemini_env(HOME) | {
             "GOOGLE_GEMINI_BASE_URL": fake.base_url,
-            "GEMINI_API_KEY": "test-key",
-            "GEMINI_CLI_TRUST_WORKSPACE": "true",
             "CAPDIR": str(capdir or ROOT / "unused"),
         }
         done = subprocess.run(
-            argv + (["--resume", "latest"] if resume else []),
+            argv,
             cwd=work,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -213,7 +200,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
 def main(names: list[str]) -> None:
     """Run the named scenarios (all by default) in one shared HOME."""
     (HOME / ".gemini").mkdir(parents=True, exist_ok=True)
-    (HOME / ".gemini" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=2))
+    (HOME / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_USER_SETTINGS, indent=2))
     for name in names or list(SCENARIOS):
         SCENARIOS[name]()
         print("captured", name)
