@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import loopwarden
 from loopwarden._config_schema import block_problems
 from loopwarden.cli import _COMMANDS
-from loopwarden.config import RECOMMENDED_PROFILE, plainly_valid
+from loopwarden.config import PROFILES, RECOMMENDED_PROFILE, plainly_valid
 
 # Strict validation, terminal output and JSON5: needed by humans checking configs, never by a
 # hook answering a tool call.
@@ -329,3 +329,10 @@ def test_plainly_valid_never_accepts_what_the_schema_refuses(block: dict[str, An
 def test_common_valid_blocks_take_the_fast_path(block: dict[str, Any]) -> None:
     assert plainly_valid(block)
     assert block_problems(block, "tools.loopDetection") == []
+
+
+def test_every_profile_is_valid_both_ways() -> None:
+    """A profile resolve_config knows is one the schema and the fast path both accept."""
+    for name in PROFILES:
+        assert plainly_valid({"profile": name}), name
+        assert block_problems({"profile": name}, "tools.loopDetection") == [], name
