@@ -374,3 +374,22 @@ def test_runs_list_shows_why_a_call_was_blocked(tmp_path: Path, env: dict[str, s
         check=True,
     ).stdout
     assert "claude-code:" in listing and "p1" in listing
+
+
+def test_sessions_unused_for_a_week_are_forgotten_at_a_new_turn(db: Path) -> None:
+    old = Hook("claude-code", db)
+    old.send(payload("claude-code", "UserPromptSubmit", session_id="old", prompt_id="p0"))
+    old.send(_claude_call(1, "ls")[0] | {"session_id": "old"})
+    conn = sqlite3.connect(db, isolation_level=None)
+    week_ago = 8 * 24 * 3600
+    for table in ("sessions", "hook_sessions"):
+        conn.execute(f"UPDATE {table} SET updated_at = updated_at - ?", (week_ago,))
+    Hook("claude-code", db).send(payload("claude-code", "UserPromptSubmit", prompt_id="p1"))
+    keys = {
+        table: [k for (k,) in conn.execute(f"SELECT key FROM {table}")]
+        for table in ("sessions", "hook_sessions")
+    }
+    assert keys == {
+        "sessions": ["claude-code:session-1"],
+        "hook_sessions": ["claude-code:session-1"],
+    }

@@ -110,8 +110,9 @@ class HookRunner:
             session = _load(conn, key)
             outcome = self._apply(key, session, event)
             _save(conn, key, session)
-            if outcome.started:
+            if outcome.started:  # at each new turn, forget sessions unused for a week
                 _sweep(conn)
+                self.store.sweep()
         self._record(key, outcome)
         return outcome.answer
 

@@ -156,8 +156,19 @@ class SQLiteStore:
 
     def _sweep(self, conn: sqlite3.Connection) -> None:
         self._updates += 1
-        if self.session_ttl is not None and self._updates % _SWEEP_EVERY == 0:
-            conn.execute("DELETE FROM sessions WHERE updated_at < ?", (self._oldest(),))
+        if self._updates % _SWEEP_EVERY == 0:
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Delete the expired sessions now (``update`` does it every few hundred calls, which a
+        short-lived process never reaches)."""
+        if self.session_ttl is None:
+            return
+        with self.transaction() as conn:
+            try:
+                conn.execute("DELETE FROM sessions WHERE updated_at < ?", (self._oldest(),))
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
 
     def _error(self, exc: sqlite3.Error) -> StoreUnavailableError:
         return StoreUnavailableError(
