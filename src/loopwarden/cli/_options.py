@@ -16,11 +16,13 @@ from loopwarden.config import (
 )
 
 
-def add_config_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config FILE``, ``--agent ID`` and repeatable ``--set KEY=VALUE``."""
+def add_config_options(parser: argparse.ArgumentParser, *, agent: bool = True) -> None:
+    """Add ``--config FILE``, ``--agent ID`` (unless ``agent`` is false) and repeatable
+    ``--set KEY=VALUE`` (into ``args.overrides``)."""
     group = parser.add_argument_group("configuration")
     group.add_argument("--config", metavar="FILE", help="an OpenClaw config file (JSON5 or JSON)")
-    group.add_argument("--agent", metavar="ID", help="use this agent's per-agent block")
+    if agent:
+        group.add_argument("--agent", metavar="ID", help="use this agent's per-agent block")
     group.add_argument(
         "--set",
         metavar="KEY=VALUE",

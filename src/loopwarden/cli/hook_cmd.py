@@ -37,16 +37,12 @@ _DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The hook's arguments (shared by ``--help`` and the fast path)."""
+    from loopwarden.cli._options import add_config_options
+
     parser.add_argument("agent", choices=AGENTS, help="the coding CLI that runs the hook")
-    parser.add_argument("--config", metavar="FILE", help="an OpenClaw config file (JSON5 or JSON)")
-    parser.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        dest="overrides",
-        help="override one tools.loopDetection key, e.g. criticalThreshold=5 (repeatable)",
-    )
+    add_config_options(
+        parser, agent=False
+    )  # the positional AGENT is the CLI, not an OpenClaw agent
     parser.add_argument(
         "--db", metavar="FILE", help="the state and run-records file (default: runs.db)"
     )

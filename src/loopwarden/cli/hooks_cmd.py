@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loopwarden.cli._options import add_config_options
 from loopwarden.hooks._install import (
     SettingsError,
     Target,
@@ -70,15 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "project). The hook runs this loopwarden by its absolute path.",
     )
     _agent_and_scope(add)
-    add.add_argument("--config", metavar="FILE", help="an OpenClaw config file (JSON5 or JSON)")
-    add.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        dest="overrides",
-        help="override one tools.loopDetection key, e.g. profile=openclaw (repeatable)",
-    )
+    add_config_options(add, agent=False)
     add.add_argument("--db", metavar="FILE", help="the state file (default: runs.db)")
     add.add_argument(
         "--print",
