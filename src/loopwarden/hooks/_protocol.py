@@ -61,10 +61,9 @@ class HookEvent:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What the hook process prints on stdout (possibly nothing) and its exit code."""
+    """What the hook process prints on stdout (possibly nothing; it always exits 0)."""
 
     stdout: str = ""
-    exit_code: int = 0
     repeat: bool = True  # given again to a duplicate hook process of the same call
 
 
