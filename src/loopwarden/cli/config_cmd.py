@@ -7,6 +7,7 @@ import json
 import sys
 
 from rich.console import Console
+from rich.text import Text
 
 from loopwarden.config import ConfigError, load_config
 
@@ -30,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_check(args: argparse.Namespace) -> int:
     """Validate, then print the resolved config and the clamping notices."""
-    err = Console(stderr=True, highlight=False)
+    # Keys, values, paths and agent ids are the user's text: never parse them as rich markup
+    # ("[/red]" raised MarkupError) or emoji codes; only the fixed labels are styled.
+    err = _console(stderr=True)
     try:
         loaded = load_config(args.file)
         if args.agent is not None and args.agent not in loaded.agent_ids:
@@ -40,7 +43,7 @@ def run_check(args: argparse.Namespace) -> int:
                 args.file,
             )
     except ConfigError as exc:
-        err.print(f"[bold red]error[/]: {exc}", markup=True, soft_wrap=True)
+        err.print(Text.assemble(("error", "bold red"), f": {exc}"), soft_wrap=True)
         return 2
     resolved = loaded.resolve(args.agent).to_camel()
     if args.output == "json":
@@ -49,10 +52,15 @@ def run_check(args: argparse.Namespace) -> int:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    out = Console(highlight=False)
+    out = _console()
     who = f"agent {args.agent!r}" if args.agent else "global block"
-    out.print(f"[bold green]ok[/] {args.file} ({who})", soft_wrap=True)
+    out.print(Text.assemble(("ok", "bold green"), f" {args.file} ({who})"), soft_wrap=True)
     for notice in loaded.notices:
-        out.print(f"[yellow]notice[/]: {notice}", soft_wrap=True)
-    out.print(json.dumps(resolved, indent=2), markup=False, soft_wrap=True)
+        out.print(Text.assemble(("notice", "yellow"), f": {notice}"), soft_wrap=True)
+    out.print(Text(json.dumps(resolved, indent=2)), soft_wrap=True)
     return 0
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """A console that prints text as given: no markup, emoji codes or highlighting."""
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False)
