@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from html import escape
+from html import escape as html_escape
 from typing import TextIO
 
 from loopwarden import __version__
+from loopwarden._terminal import printable
 from loopwarden.analyze.replay import (
     BLOCKED,
     NOT_RUN,
@@ -25,6 +26,13 @@ from loopwarden.analyze.replay import (
 )
 from loopwarden.analyze.report_text import plural
 from loopwarden.analyze.runner import Analysis
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """HTML-escaped, control characters shown as escapes (the page may be printed to a terminal,
+    and HTML forbids most of them anyway); newlines are kept for the multi-line hover texts."""
+    return html_escape(printable(text, newlines=True), quote=quote)
+
 
 # Timeline code -> (css class, label shown in the hover text and the legend).
 _CELL = {

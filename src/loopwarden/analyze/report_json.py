@@ -12,9 +12,16 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from loopwarden import __version__
+from loopwarden._terminal import json_printable
 from loopwarden.analyze.replay import TrajectoryReport
 from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
+
+
+def _dumps(value: Any, *, indent: int | None = None) -> str:
+    """JSON as UTF-8 text, with the control characters JSON leaves raw escaped (a terminal may
+    show the report: a name in a transcript must not be able to drive it)."""
+    return json_printable(json.dumps(value, indent=indent, ensure_ascii=False))
 
 
 def _tail(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
@@ -39,7 +46,7 @@ def document(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
 
 def write_json(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     """Write the json report."""
-    json.dump(document(analysis, notices), out, indent=2, ensure_ascii=False)
+    out.write(_dumps(document(analysis, notices), indent=2))
     out.write("\n")
 
 
@@ -51,7 +58,7 @@ class JsonlWriter:
 
     def trajectory(self, variants: list[TrajectoryReport]) -> None:
         """Write one trajectory line (the first, and for jsonl only, config variant)."""
-        self.out.write(json.dumps(variants[0].to_json(), ensure_ascii=False))
+        self.out.write(_dumps(variants[0].to_json()))
         self.out.write("\n")
 
     def finish(self, analysis: Analysis, notices: Sequence[str]) -> None:
@@ -62,7 +69,7 @@ class JsonlWriter:
             "summary": analysis.totals[0].as_dict(),
             **_tail(analysis, notices),
         }
-        self.out.write(json.dumps(last, ensure_ascii=False))
+        self.out.write(_dumps(last))
         self.out.write("\n")
 
 
@@ -86,9 +93,9 @@ def write_sweep(
     rows = sweep_rows(analysis, variants)
     if lines:
         for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-        out.write(json.dumps({"loopwarden": __version__, **_tail(analysis, notices)}) + "\n")
+            out.write(_dumps(row) + "\n")
+        out.write(_dumps({"loopwarden": __version__, **_tail(analysis, notices)}) + "\n")
         return
     payload = {"loopwarden": __version__, "sweep": rows, **_tail(analysis, notices)}
-    json.dump(payload, out, indent=2, ensure_ascii=False)
+    out.write(_dumps(payload, indent=2))
     out.write("\n")

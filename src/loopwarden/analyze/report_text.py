@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from loopwarden._terminal import printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport
 from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
@@ -16,8 +17,17 @@ from loopwarden.analyze.sweep import Variant, sweep_row
 MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
 
 
+class _Console(Console):
+    """A console that lets a closed pipe reach the CLI's entry point (rich exits with 1 itself)."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop rendering and raise: ``loopwarden`` ends quietly, as on a closed pipe."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _console(out: TextIO) -> Console:
-    return Console(file=out, highlight=False, width=None if out.isatty() else 100)
+    return _Console(file=out, highlight=False, width=None if out.isatty() else 100)
 
 
 def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
@@ -78,7 +88,7 @@ def _summary_table(totals: dict[str, int]) -> Table:
 
 def _note(notice: str) -> Text:
     # Text, not markup: notices quote config paths such as agents.list[2].
-    return Text.assemble(("note", "yellow"), f": {notice}")
+    return Text.assemble(("note", "yellow"), f": {printable(notice)}")
 
 
 def plural(count: int, noun: str) -> str:
@@ -89,18 +99,20 @@ def plural(count: int, noun: str) -> str:
 
 
 def _where(mark: Mark, calls: int) -> str:
-    return f"call {mark.index + 1} of {calls} ({mark.tool})"
+    return f"call {mark.index + 1} of {calls} ({printable(mark.tool)})"
 
 
 def _print_loop(console: Console, report: TrajectoryReport) -> None:
     title = Text.assemble(
-        ("\n● ", "bold"), (report.id, "bold cyan"), f"  [{report.format}] {report.source}"
+        ("\n● ", "bold"),
+        (printable(report.id), "bold cyan"),
+        f"  [{printable(report.format)}] {printable(report.source)}",
     )
     console.print(title, soft_wrap=True)
     warning = report.first_warning
     if warning is not None:
         rest = (
-            f" at {_where(warning, report.calls)}: {warning.detector} ×{warning.count}; "
+            f" at {_where(warning, report.calls)}: {printable(warning.detector)} ×{warning.count}; "
             f"{plural(report.warnings, 'warning')} in total"
         )
         console.print(Text.assemble("  ", ("warned", "yellow"), rest), soft_wrap=True)
@@ -108,15 +120,15 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
     if block is not None:
         verb = "stopped the run" if block.action == "stop" else "blocked"
         rest = (
-            f" at {_where(block, report.calls)}: {block.detector} ×{block.count}; "
+            f" at {_where(block, report.calls)}: {printable(block.detector)} ×{block.count}; "
             f"{plural(report.blocks, 'call')} blocked, "
             f"{plural(report.calls_after_first_block, 'later call')} recorded, "
             f"{plural(report.calls_saved, 'call')} saved"
         )
         console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)
-        console.print(Text(f"  why: {block.message}", style="dim"), soft_wrap=True)
+        console.print(Text(f"  why: {printable(block.message)}", style="dim"), soft_wrap=True)
     elif warning is not None:
-        console.print(Text(f"  why: {warning.message}", style="dim"), soft_wrap=True)
+        console.print(Text(f"  why: {printable(warning.message)}", style="dim"), soft_wrap=True)
 
 
 def _print_problems(console: Console, analysis: Analysis) -> None:
@@ -125,11 +137,11 @@ def _print_problems(console: Console, analysis: Analysis) -> None:
             f"\n[dim]skipped {len(analysis.skipped)} file(s) that are not transcripts:[/]"
         )
         for line in analysis.skipped:
-            console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
+            console.print(Text(f"  {printable(line)}", style="dim"), soft_wrap=True)
     if analysis.errors:
         console.print(f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/]:")
         for line in analysis.errors:
-            console.print(Text(f"  {line}"), soft_wrap=True)
+            console.print(Text(f"  {printable(line)}"), soft_wrap=True)
 
 
 def write_sweep_text(
@@ -142,7 +154,8 @@ def write_sweep_text(
     table = Table(title="Sweep", title_justify="left")
     keys = [key for key, _ in variants[0].settings] if variants else []
     for key in keys:
-        table.add_column(key, min_width=len(key), no_wrap=True)
+        # Text, not str: rich reads a str cell as markup, and a swept value is user text.
+        table.add_column(Text(printable(key)), min_width=len(key), no_wrap=True)
     for header in (
         "trajectories",
         "warned",
@@ -155,7 +168,7 @@ def write_sweep_text(
         row = sweep_row(variant, config.to_camel(), totals)
         totals, first = row["summary"], row["first_block_index"]
         table.add_row(
-            *(value for _, value in variant.settings),
+            *(Text(printable(value)) for _, value in variant.settings),
             str(totals["trajectories"]),
             str(totals["with_warning"]),
             str(totals["with_block"]),

@@ -107,8 +107,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         build_parser().print_help(sys.stderr)  # the whole tree, whatever was parsed
         return 2
-    code: int = handler(args)
+    try:
+        code: int = handler(args)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+    except BrokenPipeError:
+        return _stdout_closed()
     return code
+
+
+# What a shell reports for a program ended by SIGPIPE (128 + 13), as ``yes | head -1`` does.
+_EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_closed() -> int:
+    """End quietly when the reader of stdout went away (``loopwarden runs show ... | head``).
+
+    Standard output is pointed at the null device so that Python's own flush at exit does not
+    raise the same error again (the recipe of the ``signal`` module's documentation).
+    """
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return _EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

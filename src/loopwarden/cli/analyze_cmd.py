@@ -8,20 +8,23 @@ early, and whether it would have blocked anything. Exit codes, like a linter: 0 
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from loopwarden import ConfigError, ResolvedConfig
+from loopwarden._terminal import printable
 from loopwarden.cli._options import add_config_options, config_from_args
 
 if TYPE_CHECKING:
     from loopwarden.analyze.replay import TrajectoryReport
-    from loopwarden.analyze.runner import Analysis, KeepFilter
+    from loopwarden.analyze.runner import Analysis, KeepFilter, Source
     from loopwarden.analyze.sweep import Variant
 
 OUTPUTS = ("text", "json", "jsonl", "html")
@@ -74,6 +77,7 @@ def _jobs(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis and write the report; returns the exit code."""
+    from loopwarden.analyze.runner import collect_sources
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
@@ -86,11 +90,27 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         err.print(_error(str(exc)), soft_wrap=True)
         return 2
+    sources, input_errors = collect_sources(args.paths)
+    clash = _input_at(args.out, sources) if args.out is not None else None
+    if clash is not None:
+        err.print(
+            _error(
+                f"--out {args.out} is also an input ({clash}): writing the report there would "
+                "destroy it; choose another file"
+            ),
+            soft_wrap=True,
+        )
+        return 2
     try:
         with _output(args.out) as out:
-            analysis = _analyze_and_write(args, configs, variants, notices, out)
+            analysis = _analyze_and_write(
+                args, configs, variants, notices, out, (sources, input_errors)
+            )
+    except BrokenPipeError:
+        raise  # stdout's reader went away: the entry point ends quietly
     except OSError as exc:
-        err.print(_error(f"cannot write {args.out}: {exc.strerror or exc}"), soft_wrap=True)
+        where = args.out if args.out is not None else "the report"
+        err.print(_error(f"cannot write {where}: {exc.strerror or exc}"), soft_wrap=True)
         return 2
     for line in analysis.errors:
         err.print(_error(line), soft_wrap=True)
@@ -100,8 +120,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _error(message: str) -> Text:
-    # Text, not markup: messages quote paths and config keys that may hold brackets.
-    return Text.assemble(("error", "bold red"), f": {message}")
+    # Text, not markup: messages quote paths and config keys that may hold brackets; and
+    # printable, since a file name or a transcript's text may hold terminal escapes.
+    return Text.assemble(("error", "bold red"), f": {printable(message)}")
+
+
+def _input_at(out: str, sources: Sequence[Source]) -> str | None:
+    """The input file that ``out`` names (also through a link), or None."""
+    try:
+        target = os.stat(out)
+    except OSError:
+        return None  # nothing there yet, so nothing to destroy
+    for source in sources:
+        try:
+            found = os.stat(source.path)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+            return source.path
+    return None
 
 
 def _analyze_and_write(
@@ -110,12 +147,13 @@ def _analyze_and_write(
     variants: Sequence[Variant],
     notices: list[str],
     out: TextIO,
+    inputs: tuple[list[Source], list[str]],
 ) -> Analysis:
     """Replay everything, streaming jsonl lines as they come, then write the report."""
     from loopwarden.analyze import report_html, report_json, report_text
-    from loopwarden.analyze.runner import collect_sources, run_analysis
+    from loopwarden.analyze.runner import run_analysis
 
-    sources, input_errors = collect_sources(args.paths)
+    sources, input_errors = inputs
     streaming = args.output == "jsonl" and not args.sweep
     writer = report_json.JsonlWriter(out) if streaming else None
     # Keep in memory only what the chosen report shows: json and html list every trajectory,
@@ -183,11 +221,42 @@ def _configs(
 
 @contextmanager
 def _output(path: str | None) -> Iterator[TextIO]:
+    """stdout, or ``path`` written atomically: a reader sees the old file or the whole report.
+
+    The report goes to a temporary file next to the target, replaced onto it once complete; an
+    interrupted or failed run leaves the previous file as it was. A FIFO or a device (such as
+    ``/dev/stdout``) cannot be replaced, so it is written directly.
+    """
     if path is None:
         yield sys.stdout
         return
-    with open(path, "w", encoding="utf-8") as handle:
-        yield handle
+    target = os.path.realpath(path)  # through a symlink: replace the file, keep the link
+    if os.path.exists(target) and not os.path.isfile(target):
+        with open(path, "w", encoding="utf-8") as handle:
+            yield handle
+        return
+    folder, name = os.path.split(target)
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as handle:
+            _keep_mode(target, temporary)
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())  # the whole report is on disk before it takes the name
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _keep_mode(target: str, temporary: str) -> None:
+    """Give the new report the permissions of the file it replaces (new files: the umask's)."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return
+    os.chmod(temporary, mode & 0o7777)
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from loopwarden._terminal import printable
 from loopwarden.records import (
     RecordsError,
     RunSummary,
@@ -28,6 +29,7 @@ from loopwarden.records import (
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_INT = 2**63 - 1  # SQLite's largest integer: a larger --limit or #N cannot be bound
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -96,8 +98,20 @@ def parse_since(text: str, *, now: float | None = None) -> float:
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {printable(message)}\n")
     return 2
+
+
+def _row_number_error(run_id: str) -> str | None:
+    """Why ``#N`` is no row number SQLite can look up, or None (also for a plain run id)."""
+    digits = run_id[1:]
+    if not run_id.startswith("#") or not digits.isdigit():
+        return None  # looked up as a run id
+    if not digits.isascii():  # "#²" passes isdigit(): say what a row number is
+        return f"{run_id!r}: a row number is # followed by the digits 0-9, as 'runs list' prints"
+    if int(digits) > _MAX_INT:
+        return f"{run_id}: row numbers go from #1 to #{_MAX_INT}"
+    return None
 
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection:
@@ -112,8 +126,8 @@ def _open(args: argparse.Namespace) -> sqlite3.Connection:
 
 def run_list(args: argparse.Namespace) -> int:
     """List runs, newest last."""
-    if args.limit < 1:
-        return _fail(f"--limit must be at least 1, got {args.limit}")
+    if not 1 <= args.limit <= _MAX_INT:
+        return _fail(f"--limit must be between 1 and {_MAX_INT}, got {args.limit}")
     try:
         since = parse_since(args.since) if args.since else None
         conn = _open(args)
@@ -139,7 +153,8 @@ def run_list(args: argparse.Namespace) -> int:
     for run in runs:
         print(
             f"{'#' + str(run.id):>5}  {_when(run.last_seen):19}  {_outcome(run):10} "
-            f"{run.warnings:>4} {run.blocks:>5} {run.stops:>4}  {run.session} / {_run_name(run)}"
+            f"{run.warnings:>4} {run.blocks:>5} {run.stops:>4}  "
+            f"{printable(run.session)} / {_run_name(run)}"
         )
     return 0
 
@@ -151,17 +166,20 @@ def _when(ts: float | None) -> str:
 
 
 def _run_name(run: RunSummary) -> str:
-    return run.run_id if run.run_id is not None else "(no run id)"
+    return printable(run.run_id) if run.run_id is not None else "(no run id)"
 
 
 def _outcome(run: RunSummary) -> str:
     if run.outcome is not None:
-        return run.outcome
+        return printable(run.outcome)
     return "running" if run.started_at is not None else "-"
 
 
 def run_show(args: argparse.Namespace) -> int:
     """Show one run and its events."""
+    bad_row = _row_number_error(args.run_id)
+    if bad_row is not None:
+        return _fail(bad_row)
     try:
         conn = _open(args)
         try:
@@ -196,21 +214,22 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def _print_run(run: RunSummary, events: list[Any]) -> None:
-    print(f"run {_run_name(run)}  (#{run.id}, session {run.session}, agent {run.agent_id or '-'})")
+    agent = printable(run.agent_id or "-")
+    print(f"run {_run_name(run)}  (#{run.id}, session {printable(run.session)}, agent {agent})")
     print(f"  started  {_when(run.started_at)}")
     print(f"  ended    {_when(run.ended_at)}   outcome: {_outcome(run)}")
     if run.stop_reason:
-        print(f"  stopped because: {run.stop_reason}")
+        print(f"  stopped because: {printable(run.stop_reason)}")
     if not events:
         print("  no loop events")
         return
     print(f"  {len(events)} loop events:")
     for event in events:
-        pair = f" <-> {event.paired_tool_name}" if event.paired_tool_name else ""
+        pair = f" <-> {printable(event.paired_tool_name)}" if event.paired_tool_name else ""
         print(
-            f"  {_when(event.timestamp)}  {event.action:5} {event.level:8} {event.detector} "
-            f"{event.tool_name}{pair} count={event.count}"
+            f"  {_when(event.timestamp)}  {printable(event.action):5} {printable(event.level):8} "
+            f"{printable(event.detector)} {printable(event.tool_name)}{pair} count={event.count}"
         )
         if event.args_hash:
-            print(f"      signature {event.args_hash}")
-        print(f"      {event.message}")
+            print(f"      signature {printable(event.args_hash)}")
+        print(f"      {printable(event.message)}")

@@ -11,6 +11,14 @@ from typing import IO, Any
 
 from loopwarden.transcripts.model import TranscriptError
 
+MAX_LINE_CHARS = 64 * 1024 * 1024
+"""The longest line read from a JSONL transcript, in characters (64 Mi, without the newline).
+
+Real transcript lines stay far below it (a tool result with an image is a few MB). A longer line,
+such as a small ``.gz`` file that expands to one enormous line, is an input error naming the file
+and the line, found after reading at most this many characters: the line is never held whole.
+"""
+
 
 def open_text(path: Path) -> IO[str]:
     """Open a transcript as UTF-8 text; ``*.gz`` files are decompressed on the fly."""
@@ -22,16 +30,41 @@ def open_text(path: Path) -> IO[str]:
         raise TranscriptError(str(path), f"cannot open: {exc.strerror or exc}") from exc
 
 
+def iter_lines(handle: IO[str], path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, line)`` from an open transcript, each line at most
+    :data:`MAX_LINE_CHARS` long; a longer one raises :class:`TranscriptError`.
+
+    ``readline`` with a size reads in chunks and stops at the size, so memory stays bounded
+    whatever the length of the line on disk (or once decompressed).
+    """
+    limit = MAX_LINE_CHARS  # read once: a test lowers the module constant
+    lineno = 0
+    while True:
+        lineno += 1
+        raw = handle.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith("\n"):
+            raise TranscriptError(
+                str(path),
+                f"a line longer than {limit} characters; loopwarden reads transcript lines "
+                f"up to {limit} characters (is the file corrupt, or not a transcript?)",
+                lineno,
+            )
+        yield lineno, raw
+
+
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for every non-blank line, one line at a time.
 
-    A line that is not a JSON object raises :class:`TranscriptError` with its line number, so a
-    corrupt archive is reported precisely instead of being half-analysed in silence.
+    A line that is not a JSON object, or longer than :data:`MAX_LINE_CHARS`, raises
+    :class:`TranscriptError` with its line number, so a corrupt archive is reported precisely
+    instead of being half-analysed in silence.
     """
     with open_text(path) as handle:
         lineno = 0
         try:
-            for lineno, raw in enumerate(handle, start=1):
+            for lineno, raw in iter_lines(handle, path):
                 if not raw.strip():
                     continue
                 yield lineno, _parse_line(path, lineno, raw)

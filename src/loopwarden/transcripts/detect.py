@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts import claude_code, codex, gemini_cli, openhands
-from loopwarden.transcripts._io import load_json, open_text
+from loopwarden.transcripts._io import iter_lines, load_json, open_text
 from loopwarden.transcripts.model import TranscriptError
 
 # OpenClaw writes these next to session transcripts; they are not transcripts (FORMATS.md §1).
@@ -78,7 +78,7 @@ def detect(path: Path) -> Detected:
 def _first_line(path: Path) -> str | None:
     try:
         with open_text(path) as handle:
-            for raw in handle:
+            for _, raw in iter_lines(handle, path):  # bounded: a huge first line is an error
                 if raw.strip():
                     return raw
     except (OSError, EOFError, UnicodeDecodeError) as exc:
