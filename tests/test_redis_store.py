@@ -777,3 +777,90 @@ def test_redis_sentinel_finds_the_master_and_authenticates(
         wrong.update("s", lambda session: None)
     assert "Error" in caught.value.message
     _assert_no_secret([str(caught.value), repr(wrong), all_logs.text])
+
+
+# ---------------------------------------------------------------------------------------------
+# Passwords with URL delimiters: refused at construction, never shown (issue 13, item 3)
+
+# Two halves, so a leak of either side of the delimiter is caught too.
+_LEFT, _RIGHT = "pwL3ft", "Zq81-r1ght"
+
+
+def _assert_no_password_piece(texts: list[str]) -> None:
+    for text in texts:
+        assert _LEFT not in text and _RIGHT not in text, text
+
+
+@pytest.mark.parametrize("delimiter", ["/", "#", "?"])
+@pytest.mark.parametrize(
+    "template", ["redis://alice:{pw}@127.0.0.1:{port}/0", "rediss://:{pw}@h:1"]
+)
+def test_an_unencoded_delimiter_in_the_password_is_refused_without_the_secret(
+    delimiter: str, template: str, all_logs: pytest.LogCaptureFixture
+) -> None:
+    require_module("redis", "redis")
+    url = template.format(pw=f"{_LEFT}{delimiter}{_RIGHT}", port=_free_port())
+    with pytest.raises(ValueError) as caught:
+        _store(url, timeout=0.3)
+    message = str(caught.value)
+    assert "percent-encode" in message and "%2F" in message, message
+    _assert_no_password_piece([message, repr(caught.value), all_logs.text])
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+
+
+@pytest.mark.parametrize("delimiter", ["/", "#", "?", "@"])
+def test_a_percent_encoded_password_works_and_is_never_shown(
+    delimiter: str, tmp_path: Path, all_logs: pytest.LogCaptureFixture
+) -> None:
+    from urllib.parse import quote
+
+    require_module("redis", "redis")
+    password = f"{_LEFT}{delimiter}{_RIGHT}"
+    server = RedisServer(
+        require_binary("redis-server", "apt-get install redis-server"),
+        _free_port(),
+        tmp_path,
+        ("--requirepass", password),
+    )
+    server.start()
+    try:
+        url = f"redis://:{quote(password, safe='')}@127.0.0.1:{server.port}/0"
+        store = _store(url, timeout=2.0)
+        config = {"enabled": True, "warningThreshold": 2, "criticalThreshold": 4}
+        guard = lw.LoopGuard(config, store=lw_store_check(store))
+        assert [_loop_call(guard) for _ in range(3)] == ["allow", "allow", "warn"]
+        _assert_no_password_piece([repr(store), str(store), all_logs.text])
+    finally:
+        server.stop()
+
+
+def lw_store_check(store: Any) -> Any:
+    """The store, after one update proved it authenticated (a failure would only be logged)."""
+    store.update("probe", lambda session: None)
+    return store
+
+
+def test_an_unencoded_at_sign_in_the_password_is_never_shown(
+    all_logs: pytest.LogCaptureFixture,
+) -> None:
+    require_module("redis", "redis")
+    url = f"redis://alice:{_LEFT}@{_RIGHT}@127.0.0.1:{_free_port()}/0"
+    store = _store(url, timeout=0.3)  # unambiguous: the host follows the last '@'
+    guard = lw.LoopGuard({"enabled": True}, store=store)
+    assert [guard.before_tool_call("s", "exec", {"c": i}).action for i in range(3)] == ["allow"] * 3
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.update("s", lambda session: None)
+    assert "127.0.0.1" in caught.value.message
+    texts = [repr(store), str(store), str(caught.value), all_logs.text]
+    _assert_no_password_piece(texts + [r.getMessage() for r in all_logs.records])
+
+
+def test_bad_ports_hosts_and_sentinel_lists_are_refused_at_construction() -> None:
+    require_module("redis", "redis")
+    with pytest.raises(ValueError, match="port") as caught:
+        _store(f"redis://alice:{_LEFT}@127.0.0.1:99999/0")
+    with pytest.raises(ValueError, match="database number"):
+        _store(f"redis://alice:{_LEFT}@127.0.0.1:6379/zero")
+    with pytest.raises(ValueError, match="not host:port"):
+        _store(f"redis+sentinel://alice:{_LEFT}@127.0.0.1:1,nohost/mymaster")
+    _assert_no_password_piece([str(caught.value)])

@@ -50,7 +50,13 @@ _T = TypeVar("_T")
 _JSON_MEMO_SIZE = 20_000
 _SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
 _SECRET_QUERY = re.compile(r"(?i)([?&][^=&]*(?:password|secret|token)[^=&]*=)[^&]*")
-_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/@\s]*@")
+# Greedy up to the last '@' of the authority: a password may hold an unencoded '@'.
+_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+_SCHEME_TEXT = re.compile(r"(?i)[a-z][a-z0-9+.-]{0,30}")
+_ENCODE_HINT = (
+    "percent-encode the user name and password: '/' as %2F, '?' as %3F, '#' as %23, "
+    "'@' as %40 and '%' as %25 (in Python: urllib.parse.quote(password, safe=''))"
+)
 
 # KEYS: history list, meta hash. ARGV: expected token, new token, ttl ms, drop count, meta JSON
 # ('' = unchanged), number of in-place sets n, then n (index, record) pairs, then appended records.
@@ -194,10 +200,10 @@ class RedisStore:
         self.session_ttl = session_ttl
         self.timeout = timeout
         self._url = url
+        if url is not None:
+            _check_url(url)  # once, here: a malformed URL must not fail (and leak) per call
         self._where = redact_url(url) if url is not None else "the given Redis client"
         self._secrets = _secrets_of(url) if url is not None else ()
-        if url is not None:
-            _check_scheme(url, self._where)
         self._client_obj: Any = client
         self._scripts: tuple[Any, Any] | None = None
         self._max_attempts = max_attempts
@@ -340,7 +346,15 @@ class RedisStore:
     def _client(self) -> Any:
         if self._client_obj is None:
             assert self._url is not None
-            self._client_obj = _connect(self._url, self.timeout)
+            try:
+                self._client_obj = _connect(self._url, self.timeout)
+            except (ValueError, TypeError) as exc:
+                # redis-py's URL errors quote the text they could not parse, which can be the
+                # password: report a store failure with the text scrubbed, never a traceback.
+                raise StoreUnavailableError(
+                    self._scrub(f"Redis store at {self._where}: bad URL: {exc}"),
+                    policy=self.on_store_error,
+                ) from None
         return self._client_obj
 
     def _run_script(self, which: int, keys: tuple[str, str], args: list[Any]) -> Any:
@@ -409,13 +423,77 @@ def _secrets_of(url: str) -> tuple[str, ...]:
     return tuple(sorted((s for s in found if len(s) >= 3), key=len, reverse=True))
 
 
-def _check_scheme(url: str, where: str) -> None:
-    scheme = urlsplit(url).scheme.lower()
-    if scheme not in _SCHEMES:
+def _check_url(url: str) -> None:
+    """Refuse a URL redis-py would misread, saying what is wrong but never quoting a secret.
+
+    An unencoded '/', '?' or '#' in a password ends the host part early, so redis-py reads the
+    password as the port and its error (and a naive redaction) would show it.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or not _SCHEME_TEXT.fullmatch(scheme) or scheme.lower() not in _SCHEMES:
+        shown = repr(scheme.lower()) if sep and _SCHEME_TEXT.fullmatch(scheme) else "(none)"
         raise ValueError(
-            f"Redis URL {where}: unsupported scheme {scheme!r}; use one of "
+            f"Redis URL: unsupported scheme {shown}; use one of "
             + ", ".join(f"{s}://" for s in _SCHEMES)
         )
+    scheme = scheme.lower()
+    if "#" in rest:
+        raise ValueError(
+            f"Redis URL {scheme}://...: it contains a '#', which ends a URL (Redis URLs have no "
+            f"fragment), so it is likely part of the password; {_ENCODE_HINT}"
+        )
+    end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    if "@" in rest[end:]:
+        raise ValueError(
+            f"Redis URL {scheme}://...: an '@' comes after a '/' or '?', so the user name or "
+            f"password holds an unencoded '/' or '?' (or a query value holds an '@'); "
+            f"{_ENCODE_HINT}"
+        )
+    # From here on the secrets sit before the last '@' of the host part: redaction is safe.
+    where = redact_url(url)
+    if scheme == "unix":
+        return
+    parts = urlsplit(url)
+    if scheme == "redis+sentinel":
+        _sentinel_hosts(url)
+        _sentinel_path(url)
+        return
+    try:
+        port = parts.port  # redis-py's own error here quotes the text: it may be a password
+    except ValueError:
+        port = -1
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(
+            f"Redis URL {where}: the port after the host must be a number from 1 to 65535; "
+            f"if a password precedes it, {_ENCODE_HINT}"
+        )
+    if parts.path not in ("", "/") and not re.fullmatch(r"/\d+/?", parts.path):
+        raise ValueError(f"Redis URL {where}: the path must be a database number, e.g. /0")
+
+
+def _sentinel_hosts(url: str) -> list[tuple[str, int]]:
+    """The sentinels of a ``redis+sentinel://`` URL, as (host, port)."""
+    hosts = urlsplit(url).netloc.rpartition("@")[2]
+    sentinels: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"Redis URL {redact_url(url)}: sentinel {item!r} is not host:port")
+        sentinels.append((host.strip("[]"), int(port)))
+    return sentinels
+
+
+def _sentinel_path(url: str) -> list[str]:
+    """The service name and optional database number of a ``redis+sentinel://`` URL."""
+    path = [p for p in urlsplit(url).path.split("/") if p]
+    if not path:
+        raise ValueError(f"Redis URL {redact_url(url)}: name the service, e.g. .../mymaster")
+    if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise ValueError(
+            f"Redis URL {redact_url(url)}: the path must be /service or /service/db, "
+            "e.g. /mymaster/0"
+        )
+    return path
 
 
 def _connect(url: str, timeout: float) -> Any:
@@ -467,16 +545,8 @@ def _sentinel_client(url: str, options: dict[str, Any]) -> Any:
     sentinel_cls: Any = _Sentinel  # redis-py leaves Sentinel unannotated
 
     parts = urlsplit(url)
-    hosts = parts.netloc.rpartition("@")[2]
-    sentinels: list[tuple[str, int]] = []
-    for item in hosts.split(","):
-        host, _, port = item.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"Redis URL {redact_url(url)}: sentinel {item!r} is not host:port")
-        sentinels.append((host.strip("[]"), int(port)))
-    path = [p for p in parts.path.split("/") if p]
-    if not path:
-        raise ValueError(f"Redis URL {redact_url(url)}: name the service, e.g. .../mymaster")
+    sentinels = _sentinel_hosts(url)
+    path = _sentinel_path(url)
     query = dict(parse_qsl(parts.query))
     node = dict(options)
     if parts.username:
