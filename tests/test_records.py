@@ -419,3 +419,221 @@ def test_batched_recorder_writes_in_bulk_and_on_close(tmp_path: Path) -> None:
     assert all((r.warnings, r.blocks, r.outcome) == (1, 1, "completed") for r in runs)
     with pytest.raises(ValueError, match="batch must be at least 1"):
         RunRecorder(db, batch=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk (issue 13, item 7): bounded work per call, the real error, recovery
+
+
+def _event(i: int) -> lw.LoopEvent:
+    return lw.LoopEvent(
+        type="loop",
+        level="warning",
+        action="warn",
+        detector="generic_repeat",
+        count=i,
+        tool_name="exec",
+        session="s",
+        run_id="full-disk",
+        agent_id=None,
+        message="m" * 200,
+    )
+
+
+def _disk_full(recorder: RunRecorder, full: bool = True) -> sqlite3.Connection:
+    """SQLite's max_page_count on the recorder's connection: writes fail with SQLITE_FULL."""
+    conn = recorder._conn
+    assert conn is not None
+    pages = conn.execute("PRAGMA page_count").fetchone()[0] if full else 1 << 30
+    conn.execute(f"PRAGMA max_page_count={pages}")
+    return conn
+
+
+def _events_in(db: Path) -> int:
+    with sqlite3.connect(db) as reader:
+        return int(reader.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def test_a_full_disk_costs_bounded_work_per_call_and_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from loopwarden.records import _FLUSH_ROWS
+
+    caplog.set_level(logging.INFO, "loopwarden.records")
+    db = tmp_path / "runs.db"
+    now = [1000.0]
+    recorder = RunRecorder(db, clock=lambda: now[0])
+    statements: list[str] = []
+    _disk_full(recorder).set_trace_callback(statements.append)
+    per_call = []
+    for i in range(600):
+        before = len(statements)
+        recorder.record_event(_event(i))
+        per_call.append(len(statements) - before)
+    assert not recorder.ok
+    written = _events_in(db)  # the few rows that fitted before the disk filled
+    assert written < 600
+    # The disk stays full and the clock stands still: one failed attempt, then calls only
+    # queue their row (no statement at all) until the retry is due.
+    assert sum(1 for n in per_call if n) <= written + 1
+    assert sum(per_call[written + 1 :]) == 0
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "disk" in errors[0] and "full" in errors[0], errors
+    assert "cannot rollback" not in caplog.text  # the real error, not the rollback's
+
+    _disk_full(recorder, full=False)  # space returns
+    now[0] += 3600  # past the back-off: the next call writes one bounded batch
+    recorder.record_event(_event(600))
+    assert _events_in(db) == written + _FLUSH_ROWS
+    assert not recorder.ok
+    assert recorder.flush()  # an explicit flush writes the rest now
+    assert _events_in(db) == 601 and recorder.ok
+    recorder.close()
+    assert "could not be written" not in caplog.text
+    assert any("writing to" in r.getMessage() for r in caplog.records)
+
+
+def test_the_backlog_is_written_at_close_once_space_returns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "runs.db"
+    recorder = RunRecorder(db, clock=lambda: 0.0)
+    _disk_full(recorder)
+    for i in range(300):
+        recorder.record_event(_event(i))
+    _disk_full(recorder, full=False)
+    recorder.close()  # drains the whole backlog in bounded batches
+    assert _events_in(db) == 300
+    assert "could not be written" not in caplog.text and "cannot rollback" not in caplog.text
+
+
+class _CommitFails:
+    """A connection whose next COMMITs fail like a full disk (SQLite then keeps the
+    transaction open: it must be rolled back, or every later BEGIN fails)."""
+
+    def __init__(self, conn: sqlite3.Connection, times: int) -> None:
+        self.conn = conn
+        self.times = times
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT" and self.times > 0:
+            self.times -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def test_a_failed_commit_is_rolled_back_and_retried_without_duplicates(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "runs.db"
+    recorder = RunRecorder(db, clock=lambda: 0.0)
+    real = recorder._conn
+    assert real is not None
+    recorder._conn = _CommitFails(real, times=1)  # type: ignore[assignment]
+    for i in range(5):
+        recorder.record_event(_event(i))
+    assert not real.in_transaction  # rolled back, not left open
+    assert recorder.flush()
+    assert _events_in(db) == 5  # every row once
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "is full" in errors[0], errors
+    recorder.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading never writes (issue 13, item 8)
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_reading_an_unrelated_sqlite_file_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("INSERT INTO notes (body) VALUES ('keep me')")
+    conn.close()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    before = _snapshot(tmp_path)
+    for db in (other, empty):
+        for args in (("list",), ("show", "r1")):
+            result = _cli(*args, "--db", str(db))
+            assert result.returncode == 2, result.stderr
+            assert "is not a loopwarden run-records database" in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr
+    assert _snapshot(tmp_path) == before  # same files, same bytes: no tables, no WAL
+
+
+def test_reading_run_records_changes_no_byte(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    subprocess.run([sys.executable, "-c", _WRITER, str(db), "run-7"], check=True, timeout=60)
+    before = _snapshot(tmp_path)
+    listed = _cli("list", "--db", str(db), "--output", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["run-7"]
+    shown = _cli("show", "run-7", "--db", str(db))
+    assert shown.returncode == 0 and "outcome: failed" in shown.stdout, shown.stderr
+    _assert_unchanged(tmp_path, before)
+
+
+def _assert_unchanged(directory: Path, before: dict[str, bytes]) -> None:
+    """Same files, same bytes; SQLite may add the empty WAL a reader of a WAL file needs."""
+    after = _snapshot(directory)
+    added = set(after) - set(before)
+    assert all(name.endswith(("-wal", "-shm")) for name in added), added
+    assert all(after[name] == b"" for name in added if name.endswith("-wal"))
+    assert {name: after[name] for name in before} == before
+
+
+def test_an_older_schema_is_read_without_migrating(tmp_path: Path) -> None:
+    db = tmp_path / "v1.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(_MIGRATIONS[0])
+    conn.execute(
+        "INSERT INTO runs (session, run_key, first_seen, last_seen, outcome) "
+        "VALUES ('old', 'r-old', 1.0, 2.0, 'completed')"
+    )
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    before = _snapshot(tmp_path)
+    listed = _cli("list", "--db", str(db), "--output", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["r-old"]
+    assert _cli("show", "r-old", "--db", str(db)).returncode == 0
+    assert _snapshot(tmp_path) == before  # still version 1: a writer migrates it, not a reader
+
+
+def test_a_newer_schema_is_refused_by_the_reader_too(tmp_path: Path) -> None:
+    db = tmp_path / "future.db"
+    RunRecorder(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    before = _snapshot(tmp_path)
+    result = _cli("list", "--db", str(db))
+    assert result.returncode == 2 and "upgrade loopwarden" in result.stderr, result.stderr
+    _assert_unchanged(tmp_path, before)
+
+
+def test_sqlite_store_on_a_full_disk_reports_it_and_recovers(tmp_path: Path) -> None:
+    from loopwarden.stores import StoreUnavailableError
+    from loopwarden.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.db", on_store_error="block")
+    guard = lw.LoopGuard({"enabled": True}, store=store)
+    assert guard.before_tool_call("s", "exec", {"c": 0}).action == "allow"
+    conn = store._connection()
+    conn.execute(f"PRAGMA max_page_count={conn.execute('PRAGMA page_count').fetchone()[0]}")
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.update("k" * 100_000, lambda session: None)  # a row that needs new pages
+    assert "is full" in str(caught.value) and "cannot rollback" not in str(caught.value)
+    assert not conn.in_transaction
+    conn.execute("PRAGMA max_page_count=1073741823")  # space returns
+    assert guard.before_tool_call("s", "exec", {"c": 1}).action == "allow"
+    assert store.peek("s") is not None

@@ -5,9 +5,12 @@
 model-visible message; never raw arguments or results) and each run's start and end with its
 outcome to a SQLite file in WAL mode, so several processes can write one file at once.
 
-Records are best effort: a locked, corrupt or unwritable database is logged once with a clear
-reason and the guard keeps working. Rows a transient lock kept out are retried on the next
-write (bounded), so a short lock loses nothing.
+Records are best effort: a locked, corrupt, full or unwritable database is logged once with a
+clear reason and the guard keeps working. Rows a failure kept out wait in memory (at most
+10,000; the oldest are dropped beyond that, and counted) and are retried: after a lock on the
+next write, after any other failure (a full disk) after a back-off of 1 s doubling up to 60 s,
+so a call never pays for the whole backlog. A call writes at most 200 waiting rows; ``flush()``
+and ``close()`` write them all.
 
 One call attaches a recorder to a guard::
 
@@ -20,13 +23,14 @@ The default file is ``$XDG_STATE_HOME/loopwarden/runs.db`` (``~/.local/state/loo
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,18 +104,32 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
-_MAX_PENDING = 10_000
+_MAX_PENDING = 10_000  # rows kept in memory while the database cannot be written
+_FLUSH_ROWS = 200  # waiting rows one call writes at most: a backlog drains over several calls
+_RETRY_FIRST = 1.0  # seconds before retrying after a failure that waiting may cure (full disk)
+_RETRY_MAX = 60.0
+
+# What the reading commands need (the tables of schema version 1, unchanged since).
+_READ_COLUMNS = {
+    "runs": {"id", "session", "run_key", "agent_id", "started_at", "ended_at", "outcome",
+             "stop_reason", "first_seen", "last_seen"},
+    "events": {"id", "run", "ts", "type", "level", "action", "detector", "count", "tool_name",
+               "agent_id", "message", "paired_tool_name", "args_hash"},
+}  # fmt: skip
 
 
 class RecordsError(Exception):
     """The run-records database cannot be used; the message says why and what to do.
 
-    ``permanent`` is True when retrying cannot help (a corrupt or too-new file).
+    ``permanent`` is True when retrying cannot help (a corrupt or too-new file); ``locked``
+    when another process holds the lock (retrying at once is right: the wait is bounded by the
+    busy timeout).
     """
 
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
+    def __init__(self, message: str, *, permanent: bool = False, locked: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
+        self.locked = locked
 
 
 def default_db_path() -> Path:
@@ -134,8 +152,11 @@ def describe_error(path: Path, exc: sqlite3.Error) -> RecordsError:
     if "locked" in text or "busy" in text:
         return RecordsError(
             f"{path} is locked by another process ({text}); records resume when the lock "
-            "is released"
+            "is released",
+            locked=True,
         )
+    if "is full" in text:
+        return RecordsError(f"the disk holding {path} is full ({text}); free space on it")
     if "unable to open" in text or "readonly" in text:
         return RecordsError(
             f"cannot write {path} ({text}); check the directory exists and is writable"
@@ -195,8 +216,88 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         conn.execute(f"PRAGMA user_version={max(version, SCHEMA_VERSION)}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback_quietly(conn)
         raise
+
+
+def open_readonly(path: PathLike | None = None, *, timeout: float = 5.0) -> sqlite3.Connection:
+    """Open an existing records database for reading only (``loopwarden runs``).
+
+    Never creates, migrates or changes the file (SQLite's read-only mode; for a file in WAL
+    mode SQLite may add its usual ``-wal``/``-shm`` companions to read it safely while a writer
+    is active). An older schema is read as it is (every version has the runs and events
+    tables); the next writer upgrades it. Raises :class:`RecordsError` for a missing file, a
+    file that is not SQLite, an SQLite file that is not a loopwarden records database, or a
+    newer schema.
+    """
+    db = Path(path) if path is not None else default_db_path()
+    if not db.is_file():
+        raise RecordsError(
+            f"no run records at {db}: record runs with LoopGuard(record_db=...) or --record, "
+            "or point --db at another file"
+        )
+    if _header_user_version(db) == 0 and not _has_wal(db):
+        # Checked on the raw header first, so SQLite never opens (or adds files next to) an
+        # unrelated database. A live writer's first commits may still sit in the WAL file.
+        raise _not_records(db, "runs")
+    conn: sqlite3.Connection | None = None
+    try:
+        uri = db.resolve().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        _check_readable(conn, db)
+    except (sqlite3.Error, RecordsError) as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, RecordsError):
+            raise
+        raise describe_error(db, exc) from None
+    return conn
+
+
+def _check_readable(conn: sqlite3.Connection, path: Path) -> None:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise RecordsError(
+            f"{path} has records schema version {version}, newer than this loopwarden "
+            f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
+            permanent=True,
+        )
+    for table, needed in _READ_COLUMNS.items():
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if version < 1 or not needed <= columns:
+            raise _not_records(path, table)
+
+
+def _not_records(path: Path, table: str) -> RecordsError:
+    return RecordsError(
+        f"{path} is not a loopwarden run-records database (it has no {table!r} table of "
+        "loopwarden's schema); nothing was changed. Point --db at the runs.db that loopwarden "
+        f"writes (default {default_db_path()})",
+        permanent=True,
+    )
+
+
+def _has_wal(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    try:
+        return wal.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _header_user_version(path: Path) -> int | None:
+    """PRAGMA user_version read from the file header; 0 for an empty file, None if not SQLite."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError:
+        return None  # SQLite reports the reason
+    if not header:
+        return 0  # SQLite treats an empty file as an empty database
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return None
+    return int.from_bytes(header[60:64], "big")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,23 +393,33 @@ class RunRecorder:
     ``LoopGuard(record_db=path)``. Errors are logged (once per kind of failure) and never raised.
     ``batch``: rows written per transaction. The default 1 makes every row durable at once (a
     live guard); a bulk writer such as a transcript replay passes e.g. 500 and calls
-    :meth:`close` (or :meth:`flush`) at the end.
+    :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic seconds) times the
+    back-off after a failure.
     """
 
     def __init__(
-        self, path: PathLike | None = None, *, timeout: float = 2.0, batch: int = 1
+        self,
+        path: PathLike | None = None,
+        *,
+        timeout: float = 2.0,
+        batch: int = 1,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch must be at least 1 row, got {batch}")
         self.path = Path(path) if path is not None else default_db_path()
         self._timeout = timeout
         self._batch = batch
+        self._chunk = max(batch, _FLUSH_ROWS)
+        self._clock = clock
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._disabled: str | None = None
         self._pending: deque[_Write] = deque()
         self._dropped = 0
         self._last_error: str | None = None
+        self._retry_at = float("-inf")
+        self._retry_delay = 0.0
         self._unsubscribes: list[Callable[[], None]] = []
         with self._lock:
             self._connect()
@@ -350,9 +461,9 @@ class RunRecorder:
         )
 
     def flush(self) -> bool:
-        """Retry rows a lock kept out; True when nothing is left pending."""
+        """Write every waiting row now (whatever the back-off); True when none is left."""
         with self._lock:
-            return self._flush_locked()
+            return self._drain_locked()
 
     def close(self) -> None:
         """Flush what can be flushed, detach from guards, close the file."""
@@ -360,12 +471,13 @@ class RunRecorder:
             unsubscribe()
         self._unsubscribes.clear()
         with self._lock:
-            self._flush_locked()
+            self._drain_locked()
             if self._pending:
                 logger.error(
-                    "run records: %d rows could not be written to %s before closing",
+                    "run records: %d rows could not be written to %s before closing (%s)",
                     len(self._pending),
                     self.path,
+                    self._last_error or "database unavailable",
                 )
             if self._conn is not None:
                 self._conn.close()
@@ -383,33 +495,60 @@ class RunRecorder:
         try:
             self._conn = open_db(self.path, timeout=self._timeout)
         except RecordsError as exc:
-            self._fail(str(exc), permanent=exc.permanent)
+            self._fail(exc)
 
-    def _fail(self, reason: str, *, permanent: bool) -> None:
-        if permanent:
+    def _fail(self, error: RecordsError) -> None:
+        reason = str(error)
+        if error.permanent:
             self._disabled = reason
             self._pending.clear()
             logger.error("run records disabled: %s (the guard keeps working)", reason)
         elif reason != self._last_error:  # log each new kind of failure once, not per row
-            logger.error("run records: %s (the guard keeps working)", reason)
+            logger.error(
+                "run records: %s (the guard keeps working; up to %d rows wait in memory and "
+                "are written when it succeeds)",
+                reason,
+                _MAX_PENDING,
+            )
         self._last_error = reason
+        if not error.locked:
+            # A lock is retried on the next write (the busy timeout bounds each wait); anything
+            # else, such as a full disk, is retried after a growing pause, so calls meanwhile
+            # only queue their row instead of replaying the backlog into the same failure.
+            self._retry_delay = min(_RETRY_MAX, max(_RETRY_FIRST, self._retry_delay * 2))
+            self._retry_at = self._clock() + self._retry_delay
 
     def _submit(self, write: _Write) -> None:
         with self._lock:
             if self._disabled is not None:
                 return
             self._pending.append(write)
-            while len(self._pending) > _MAX_PENDING:
-                self._pending.popleft()
-                self._dropped += 1
-                if self._dropped in (1, 100, 10_000):
-                    logger.error(
-                        "run records: %d rows dropped (database unavailable)", self._dropped
-                    )
-            if len(self._pending) >= self._batch:
-                self._flush_locked()
+            if len(self._pending) > _MAX_PENDING:
+                self._drop_oldest()
+            if len(self._pending) >= self._batch and self._clock() >= self._retry_at:
+                self._write_some(self._chunk)
 
-    def _flush_locked(self) -> bool:
+    def _drop_oldest(self) -> None:
+        while len(self._pending) > _MAX_PENDING:
+            self._pending.popleft()
+            self._dropped += 1
+            if self._dropped in (1, 100, 10_000) or self._dropped % 100_000 == 0:
+                logger.error(
+                    "run records: %d rows dropped in all: more than %d waited for %s (%s)",
+                    self._dropped,
+                    _MAX_PENDING,
+                    self.path,
+                    self._last_error or "database unavailable",
+                )
+
+    def _drain_locked(self) -> bool:
+        while self._pending:
+            if not self._write_some(self._chunk):
+                return False
+        return self._write_some(0)  # nothing waiting: True when the database is usable
+
+    def _write_some(self, limit: int) -> bool:
+        """Write up to ``limit`` waiting rows in one transaction; False on failure."""
         if self._disabled is not None:
             return False
         if self._conn is None:
@@ -418,19 +557,26 @@ class RunRecorder:
                 return False
         if not self._pending:
             return True
+        rows = list(itertools.islice(self._pending, limit))
         try:
             with _transaction(self._conn):
-                for write in self._pending:
+                for write in rows:
                     write(self._conn)
         except sqlite3.Error as exc:
-            error = describe_error(self.path, exc)
-            self._fail(str(error), permanent=error.permanent)
+            self._fail(describe_error(self.path, exc))
             return False
-        self._pending.clear()
-        if self._last_error is not None:
-            logger.info("run records: writing to %s again", self.path)
-            self._last_error = None
+        for _ in rows:
+            self._pending.popleft()
+        self._recovered()
         return True
+
+    def _recovered(self) -> None:
+        self._retry_delay = 0.0
+        self._retry_at = float("-inf")
+        if self._last_error is not None:
+            dropped = f"; {self._dropped} rows were dropped meanwhile" if self._dropped else ""
+            logger.info("run records: writing to %s again%s", self.path, dropped)
+            self._last_error = None
 
 
 @contextmanager
@@ -438,10 +584,19 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # A failed COMMIT (a full disk) leaves the transaction open: roll it back, or every
+        # later BEGIN fails. After SQLite's own rollback there is nothing to roll back.
+        _rollback_quietly(conn)
         raise
-    conn.execute("COMMIT")
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    """Roll back an open transaction; the error that caused it stays the one reported."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from loopwarden.records import (
     default_db_path,
     find_runs,
     list_runs,
-    open_db,
+    open_readonly,
     run_events,
 )
 
@@ -121,7 +121,7 @@ def _open(args: argparse.Namespace) -> sqlite3.Connection:
             f"no run records at {path}: record runs with LoopGuard(record_db=...) or --record, "
             "or point --db at another file"
         )
-    return open_db(path, timeout=5.0)
+    return open_readonly(path, timeout=5.0)  # reading never creates, migrates or changes it
 
 
 def run_list(args: argparse.Namespace) -> int:
