@@ -72,3 +72,68 @@ def test_check_unknown_agent_names_the_known_ones() -> None:
 def test_no_command_prints_help_and_exits_2() -> None:
     done = run()
     assert done.returncode == 2 and "usage: loopwarden" in done.stderr
+
+
+def _write(path: Path, config: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_markup_in_a_key_or_value_is_printed_verbatim(tmp_path: Path) -> None:
+    # Issue 13.4: user text went through rich's markup parser and raised MarkupError (exit 1).
+    for block, shown in (({"x[/]:smile:": 1}, "x[/]:smile:"), ({"profile": "[/red]"}, "[/red]")):
+        path = _write(tmp_path / "c.json", {"tools": {"loopDetection": block}})
+        done = run("config", "check", str(path))
+        assert done.returncode == 2, done.stderr
+        assert shown in done.stderr and "Traceback" not in done.stderr
+
+
+def test_markup_in_the_file_path_is_printed_verbatim(tmp_path: Path) -> None:
+    path = _write(tmp_path / "a[" / "].json", {"tools": {"loopDetection": {"historySize": 5}}})
+    done = run("config", "check", str(path))
+    assert done.returncode == 0, done.stderr
+    assert f"ok {path}" in done.stdout
+    missing = run("config", "check", str(tmp_path / "[/red]" / "nope.json"))
+    assert missing.returncode == 2 and "[/red]" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_markup_in_the_agent_id_is_printed_verbatim(tmp_path: Path) -> None:
+    agents = {"list": [{"id": "[/red]", "tools": {"loopDetection": {"warningThreshold": 40}}}]}
+    path = _write(tmp_path / "c.json", {"tools": {"loopDetection": {}}, "agents": agents})
+    done = run("config", "check", str(path), "--agent", "[/red]")
+    assert done.returncode == 0, done.stderr
+    assert "agent '[/red]'" in done.stdout and "notice" in done.stdout
+    unknown = run("config", "check", str(path), "--agent", "[/]")
+    assert unknown.returncode == 2 and "--agent '[/]'" in unknown.stderr
+    assert "Traceback" not in done.stderr + unknown.stderr
+
+
+def test_a_deeply_nested_config_is_a_clear_error(tmp_path: Path) -> None:
+    # Issue 13.5: 200k levels gave a RecursionError traceback (exit 1).
+    deep = 200_000
+    path = tmp_path / "deep.json"
+    path.write_text('{"tools": {"loopDetection": {"x": ' + "[" * deep + "]" * deep + "}}}")
+    done = run("config", "check", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "nested deeper than" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_oversized_config_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    path.write_text('{"tools": {}, "pad": "' + "x" * (2 << 20) + '"}')
+    done = run("config", "check", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "larger than" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_catastrophic_volatile_pattern_is_refused(tmp_path: Path) -> None:
+    # Issue 13.12: accepted, then 7.5 s per after_tool_call on a 25-character result.
+    path = _write(
+        tmp_path / "c.json", {"tools": {"loopDetection": {"volatilePatterns": ["(a+)+$"]}}}
+    )
+    done = run("config", "check", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "tools.loopDetection.volatilePatterns[0]" in done.stderr
+    assert "'(a+)+$'" in done.stderr

@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import loopwarden as lw
 from loopwarden.config import agent_ids
@@ -253,3 +255,148 @@ def test_shipped_example_config_is_valid() -> None:
         26,
         False,
     )
+
+
+def test_a_deeply_nested_file_is_a_config_error_naming_the_limit(tmp_path: Path) -> None:
+    # Issue 13.5: a raw RecursionError came out of LoopGuard(path).
+    deep = 200_000
+    path = tmp_path / "deep.json5"
+    for body in ("[" * deep + "]" * deep, "{a: " * deep + "1" + "}" * deep):
+        path.write_text("{tools: {loopDetection: {x: " + body + "}}}")
+        with pytest.raises(lw.ConfigError, match=r"nested deeper than \d+ levels"):
+            lw.LoopGuard(str(path))
+
+
+def test_validate_config_refuses_a_deep_value_given_directly() -> None:
+    value: object = 1
+    for _ in range(100_000):
+        value = [value]
+    with pytest.raises(lw.ConfigError, match=r"nested deeper than \d+ levels"):
+        lw.validate_config({"tools": {"loopDetection": {"historySize": value}}})
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(tmp_path: Path) -> None:
+    # Issue 13.6: a 4 MB file took 89 s to parse.
+    from loopwarden.config import MAX_CONFIG_BYTES
+
+    path = tmp_path / "huge.json"
+    path.write_text("{" + " " * MAX_CONFIG_BYTES + "}")
+    with pytest.raises(lw.ConfigError, match="larger than the 1 MiB a config file may have"):
+        lw.LoopGuard(str(path))
+    path.write_text("{" + " " * (MAX_CONFIG_BYTES - 2) + "}")
+    assert lw.load_config(path).notices  # exactly the limit: read and parsed
+
+
+def _realistic_json5(agents: int) -> tuple[str, dict[str, object]]:
+    """An OpenClaw config in hand-written JSON5 style, and the value it stands for."""
+    parts = [
+        "// OpenClaw gateway config\n{\n  tools: {\n    loopDetection: {\n",
+        "      enabled: true, /* on for everyone */ profile: 'recommended',\n",
+        "      warningThreshold: 0xC, volatilePatterns: ['job-\\\\d+', \"req_[a-z0-9]{20}\",],\n",
+        "    },\n  },\n  agents: {\n    list: [\n",
+    ]
+    listed = []
+    for i in range(agents):
+        parts.append(
+            f"      {{ id: 'agent-{i}', name: \"Agent #{i}\", // owner: team {i % 7}\n"
+            f"        tools: {{ loopDetection: {{ historySize: {20 + i % 9}, "
+            f"toolPolicies: {{ poll_{i}: {{ poll: true, }}, "
+            f"'exec': {{ warningThreshold: +{5 + i % 3} }}, }}, }}, }},\n"
+            f"        note: 'it\\'s \"quoted\"', ratio: .5, big: 1e3, }},\n"
+        )
+        block = {
+            "historySize": 20 + i % 9,
+            "toolPolicies": {f"poll_{i}": {"poll": True}, "exec": {"warningThreshold": 5 + i % 3}},
+        }
+        listed.append(
+            {
+                "id": f"agent-{i}",
+                "name": f"Agent #{i}",
+                "tools": {"loopDetection": block},
+                "note": 'it\'s "quoted"',
+                "ratio": 0.5,
+                "big": 1000.0,
+            }
+        )
+    parts.append("    ],\n  },\n}\n")
+    top = {
+        "enabled": True,
+        "profile": "recommended",
+        "warningThreshold": 12,
+        "volatilePatterns": ["job-\\d+", "req_[a-z0-9]{20}"],
+    }
+    return "".join(parts), {"tools": {"loopDetection": top}, "agents": {"list": listed}}
+
+
+def test_a_realistic_50kb_json5_config_is_parsed_without_the_slow_parser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json5
+
+    text, expected = _realistic_json5(200)
+    assert 40_000 < len(text) < 80_000
+    assert json5.loads(text) == expected
+    path = tmp_path / "openclaw.json5"
+    path.write_text(text)
+
+    def slow(*_args: object, **_kw: object) -> object:
+        raise AssertionError("the pure-Python json5 parser ran on a valid config")
+
+    monkeypatch.setattr(json5, "loads", slow)
+    loaded = lw.load_config(path)
+    assert loaded.full == expected
+    assert loaded.resolve("agent-3").history_size == 23
+
+
+JSON5_CASES = [
+    "{a: 1, 'b': 'x', \"c\": [1, 2,], d: {e: null,},}",
+    "/* c */ [0x1F, -0xa, +3, .25, 4., -Infinity, NaN, +Infinity, 1e-3] // end",
+    "{'it\\'s': 'say \"hi\"', tab: 'a\\tb', u: '\\u00e9', slash: '\\/'}",
+    '{"a\\"b": "c\\\\", true: false, null: 1, Infinity: 2}',
+    "{$id: 1, _x9: 2}",
+    '"\\x41\\v"',
+    "{a: 'line\\\ncontinued'}",
+    "[1, /* ] */ 2]",
+    "'// not a comment'",
+]
+JSON5_INVALID = ["{a: foo}", "[,]", "{,}", "[1,,]", "{a: 1 b: 2}", "[01]", "{a:}", "[1 2]"]
+
+
+@pytest.mark.parametrize("text", JSON5_CASES)
+def test_json5_files_read_the_same_as_the_reference_parser(text: str, tmp_path: Path) -> None:
+    import json5
+
+    from loopwarden.config import _parse_json5
+
+    assert repr(_parse_json5(text, "x")) == repr(json5.loads(text))
+
+
+@pytest.mark.parametrize("text", JSON5_INVALID)
+def test_invalid_json5_is_still_a_syntax_error(text: str) -> None:
+    from loopwarden.config import _parse_json5
+
+    with pytest.raises(lw.ConfigError, match="syntax error"):
+        _parse_json5(text, "x")
+
+
+_PIECES = [
+    "{", "}", "[", "]", ",", ":", " ", "a", "true", "null", "Infinity", "NaN", "'x'", '"y"',
+    "'it\\'s'", '"q\\"', "1", "-2", "+3", ".5", "6.", "0x1F", "01", "-NaN", "1e3",
+    "// c\n", "/* c */", "\\", "'\\x41'", "$",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+@settings(max_examples=600, deadline=None)
+def test_the_json5_rewrite_agrees_with_the_reference_parser(pieces: list[str]) -> None:
+    # The rewrite is a shortcut, never a second opinion: whatever it accepts, json5 accepts
+    # with the same value; everything else goes to json5 (UNSURE).
+    import json5
+
+    from loopwarden import _json5
+
+    text = "".join(pieces)
+    fast = _json5.loads(text, 100)
+    if fast is _json5.UNSURE:
+        return
+    assert repr(fast) == repr(json5.loads(text)), text

@@ -87,3 +87,63 @@ def test_pattern_validation_names_each_bad_entry() -> None:
     problems = validate_patterns(["(", 3])
     assert problems[0].startswith("[0]: invalid regular expression '('")
     assert problems[1] == "[1]: must be a string, got int"
+
+
+DANGEROUS = [
+    "(a+)+$",
+    "(a|a)*$",
+    "(.*)*x",
+    r"(\w+\s?)*$",
+    r"(x+x+)+y",
+    r"(ab|a)*c",
+    r"(?:a.|ab)*c",
+    r"(\d+)-\1",
+    r"(?P<q>['\"]).*(?P=q)",
+    "(a)?(?(1)b|c)",
+    "(?:(?:a*)*)*",
+]
+REAL_WORLD = [
+    r"job-\d+",
+    r"req_[a-z0-9]{20}",
+    r"\b(?:\d{1,3}\.){3}\d{1,3}\b",
+    r"(?i)session=[\w-]+",
+    r"/tmp/tmp\w+",
+    r"sha256:[0-9a-f]{64}",
+    r"(?:foo|bar)-\d+",
+    r"\d+ bytes",
+    r"port \d+",
+    r"(?:[0-9a-f]{2}:){5}[0-9a-f]{2}",
+    r"build #\d+ \((?:queued|running)\)",
+    r"[A-Z]{3}-\d{4,6}",
+    r"\.tmp[A-Za-z0-9_]{6,8}\b",
+]
+
+
+@pytest.mark.parametrize("pattern", DANGEROUS)
+def test_patterns_that_can_backtrack_exponentially_are_refused(pattern: str) -> None:
+    problems = validate_patterns([r"ok\d+", pattern])
+    assert len(problems) == 1 and problems[0].startswith(f"[1]: {pattern!r}"), problems
+
+
+@pytest.mark.parametrize("pattern", REAL_WORLD)
+def test_real_world_patterns_are_accepted(pattern: str) -> None:
+    assert validate_patterns([pattern]) == []
+
+
+def test_lenient_resolution_drops_a_dangerous_pattern_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from loopwarden.config import resolve_config
+
+    block = {"normalizeVolatile": True, "volatilePatterns": ["(a|a)*$", r"job-\d+"]}
+    with caplog.at_level("WARNING", logger="loopwarden"):
+        for _ in range(3):
+            assert resolve_config(block).volatile_patterns == (r"job-\d+",)
+    dropped = [r.getMessage() for r in caplog.records if "(a|a)*$" in r.getMessage()]
+    assert len(dropped) == 1 and "volatilePatterns" in dropped[0]
+
+
+def test_the_normalizer_never_runs_a_dangerous_pattern() -> None:
+    custom = VolatileNormalizer.build(["(.*)*x", r"job-\d+"])
+    assert len(custom.rules) == len(N.rules) + 1
+    assert custom.text("job-7 " + "a" * 40) == "<volatile> " + "a" * 40

@@ -48,16 +48,8 @@ class _ToolPolicy(_Strict):
     criticalThreshold: _PositiveInt | None = None
 
 
-def _check_patterns(value: object) -> object:
-    problems = validate_patterns(value)
-    if problems:
-        raise ValueError("; ".join(problems))
-    return value
-
-
 _NonNegativeInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=0)]
 _Period = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=2)]
-_Patterns = Annotated[list[str], BeforeValidator(_check_patterns)]
 
 
 class _PostCompactionGuard(_Strict):
@@ -77,7 +69,7 @@ class _LoopDetectionBlock(_Strict):
     countBlockedCalls: StrictBool | None = None
     stopAfterBlocks: _NonNegativeInt | None = None
     normalizeVolatile: StrictBool | None = None
-    volatilePatterns: _Patterns | None = None
+    volatilePatterns: list[str] | None = None  # checked by validate_patterns, one path each
     maxCyclePeriod: _Period | None = None
     consecutiveWarningThreshold: _PositiveInt | None = None
     consecutiveCriticalThreshold: _PositiveInt | None = None
@@ -119,8 +111,19 @@ def block_problems(block: object, prefix: str) -> list[str]:
     """Every problem in one ``tools.loopDetection`` block, each prefixed by its dotted path."""
     if not isinstance(block, Mapping):
         return [f"{prefix}: must be an object, got {type(block).__name__}"]
+    data = dict(block)
+    patterns = data.pop("volatilePatterns", None)
+    problems = _pattern_problems(patterns, prefix) if patterns is not None else []
     try:
-        _LoopDetectionBlock.model_validate(dict(block))
+        _LoopDetectionBlock.model_validate(data)
     except ValidationError as exc:
-        return [f"{_loc_path(prefix, e['loc'])}: {_describe(e)}" for e in exc.errors()]
-    return []
+        return [f"{_loc_path(prefix, e['loc'])}: {_describe(e)}" for e in exc.errors()] + problems
+    return problems
+
+
+def _pattern_problems(patterns: object, prefix: str) -> list[str]:
+    """``volatilePatterns`` problems, each at the path of its entry (``...volatilePatterns[0]``)."""
+    path = f"{prefix}.volatilePatterns"
+    return [
+        f"{path}{p}" if p.startswith("[") else f"{path}: {p}" for p in validate_patterns(patterns)
+    ]

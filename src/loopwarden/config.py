@@ -299,9 +299,7 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
         "count_blocked_calls": block.get("countBlockedCalls") is True,
         "stop_after_blocks": _non_negative_int(block.get("stopAfterBlocks"), 0),
         "normalize_volatile": block.get("normalizeVolatile") is True,
-        "volatile_patterns": tuple(
-            p for p in (patterns if isinstance(patterns, list) else []) if _compiles(p)
-        ),
+        "volatile_patterns": _resolve_patterns(patterns),
         "max_cycle_period": max(2, _positive_int(block.get("maxCyclePeriod"), 4)),
         "consecutive_warning_threshold": _positive_int(
             block.get("consecutiveWarningThreshold"), base.consecutive_warning_threshold
@@ -323,14 +321,13 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _compiles(pattern: object) -> bool:
-    if not isinstance(pattern, str):
-        return False
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True
+def _resolve_patterns(patterns: object) -> tuple[str, ...]:
+    """The valid, safe ``volatilePatterns``; an unsafe one is dropped (and logged), never run."""
+    if not isinstance(patterns, list) or not patterns:
+        return ()
+    from loopwarden.volatile import safe_patterns
+
+    return safe_patterns(patterns, BLOCK_PATH)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,13 +583,26 @@ def _validated_notices(full: Mapping[str, Any], paths: list[str]) -> list[str]:
     if not paths:
         return [f"no {BLOCK_PATH} block found: the defaults apply"]
     notices = []
+    base = _global_block(full)
     if BLOCK_PATH in paths:
         notices.extend(_clamp_notices(effective_config(full, None), BLOCK_PATH))
-    for agent in agent_ids(full):
-        if _agent_block(full, agent) is not None:
-            where = f"agent {agent!r} (global block merged with its own)"
-            notices.extend(_clamp_notices(effective_config(full, agent), where))
+    for agent, block in _agent_blocks(full).items():
+        # One pass over agents.list: looking each agent up again was quadratic in their number.
+        merged = dict(block) if base is None else _overlay(base, block)
+        where = f"agent {agent!r} (global block merged with its own)"
+        notices.extend(_clamp_notices(merged, where))
     return notices
+
+
+def _agent_blocks(full: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Each agent's own block, by id; the first entry of an id wins, as in ``_agent_block``."""
+    agents = _mapping(full.get("agents")).get("list")
+    first: dict[str, Mapping[str, Any] | None] = {}
+    for entry in agents if isinstance(agents, list) else []:
+        if isinstance(entry, Mapping) and isinstance(entry.get("id"), str):
+            block = _mapping(entry.get("tools")).get("loopDetection")
+            first.setdefault(entry["id"], block if isinstance(block, Mapping) else None)
+    return {agent: block for agent, block in first.items() if block is not None}
 
 
 def validate_config(
@@ -608,6 +618,8 @@ def validate_config(
     """
     if not isinstance(raw, Mapping):
         raise ConfigError([f"the config must be an object, got {type(raw).__name__}"], source)
+    if _exceeds_depth(raw):  # before anything recursive (pydantic, repr) sees the value
+        raise ConfigError([_too_deep_problem()], source)
     if whole is None:
         whole = is_full_config(raw)
     full: Mapping[str, Any] = raw if whole else {"tools": {"loopDetection": raw}}
@@ -634,34 +646,101 @@ def _syntax_problem(exc: ValueError) -> str:
     return f"syntax error at line {match['line']}, column {col}: {message}"
 
 
+# Limits on a config file, both far above any real config (a few KB, nested under 10 levels):
+# past them the file is refused with a clear error instead of parsing for minutes (a 4 MB JSON5
+# file took 89 s) or overflowing the parsers' recursion (a 200k-deep file).
+MAX_CONFIG_BYTES = 1 << 20  # 1 MiB
+MAX_CONFIG_DEPTH = 100
+
+
+def _too_deep_problem() -> str:
+    return (
+        f"values nested deeper than {MAX_CONFIG_DEPTH} levels (the limit for a config file): "
+        "is this the right file?"
+    )
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _exceeds_depth(value: object, limit: int = MAX_CONFIG_DEPTH) -> bool:
+    """True when arrays/objects in ``value`` nest deeper than ``limit`` (iteratively)."""
+    if not isinstance(value, (Mapping, list, tuple)):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in item.values() if isinstance(item, Mapping) else item:
+            # JSON leaves are most of a config: skip them before the slower ABC checks.
+            if type(child) not in _LEAVES and isinstance(child, (Mapping, list, tuple)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def load_config(path: str | Path) -> ValidatedConfig:
     """Read and strictly validate an OpenClaw config file (JSON5 or JSON).
 
-    A missing file, a syntax error (with line and column) or a wrong shape each raise one
-    :class:`ConfigError` with a clear message.
+    A missing file, a file over :data:`MAX_CONFIG_BYTES` or nested deeper than
+    :data:`MAX_CONFIG_DEPTH`, a syntax error (with line and column) or a wrong shape each raise
+    one :class:`ConfigError` with a clear message.
     """
     source = str(path)
+    text = _read_text(path, source)
+    return validate_config(_parse_json5(text, source), source=source, whole=True)
+
+
+def _read_text(path: str | Path, source: str) -> str:
+    """The file's text, refused past :data:`MAX_CONFIG_BYTES` before anything is parsed."""
     try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
+        with open(path, "rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
+            if len(data) > MAX_CONFIG_BYTES:
+                import os
+
+                size = os.fstat(file.fileno()).st_size
+                raise ConfigError([_too_big_problem(size)], source)
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(["file not found"], source) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"cannot read the file: {exc}"], source) from None
-    return validate_config(_parse_json5(text, source), source=source, whole=True)
+
+
+def _too_big_problem(size: int) -> str:
+    got = f"{size:,} bytes" if size > MAX_CONFIG_BYTES else "more than that"
+    return (
+        f"the file is larger than the 1 MiB a config file may have ({MAX_CONFIG_BYTES:,} bytes; "
+        f"this one: {got}); a loop-detection config is a few KB: is this the right file?"
+    )
 
 
 def _parse_json5(text: str, source: str) -> Any:
     """Parse a config file's text; a syntax error is a :class:`ConfigError` with its position."""
+    from loopwarden import _json5
+
+    try:
+        value = _parse_fast(text)
+        if value is _json5.UNSURE:
+            import json5  # the reference parser: slow, but it decides and words the errors
+
+            value = json5.loads(text)
+    except (_json5.TooDeep, RecursionError):
+        raise ConfigError([_too_deep_problem()], source) from None
+    except ValueError as exc:
+        raise ConfigError([_syntax_problem(exc)], source) from None
+    return value  # validate_config checks the depth of what the parsers allowed
+
+
+def _parse_fast(text: str) -> Any:
+    """Plain JSON with the stdlib parser, else JSON5 rewritten to JSON; ``UNSURE`` if neither."""
     import json
 
-    try:  # JSON is JSON5 with the same values, and the stdlib parser loads and runs faster
+    from loopwarden import _json5
+
+    try:  # JSON is JSON5 with the same values, and the stdlib parser is in C
         return json.loads(text)
     except ValueError:
         pass
-    import json5
-
-    try:
-        return json5.loads(text)
-    except ValueError as exc:
-        raise ConfigError([_syntax_problem(exc)], source) from None
+    return _json5.loads(text, MAX_CONFIG_DEPTH)
