@@ -8,6 +8,7 @@ replaced by fixed placeholders, so repeats of one failure hash the same. Pure fu
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -16,10 +17,11 @@ from typing import Any
 
 from loopwarden._lazylog import get_logger
 
-if sys.version_info >= (3, 11):
-    from re import _parser as _sre_parse
-else:  # pragma: no cover - the same parser under its old name
-    import sre_parse as _sre_parse
+# The stdlib's own regex parser (already loaded by `re`), to check user patterns' structure.
+# Imported by name: the type stubs know neither re._parser (3.11+) nor what it returns.
+_sre_parse: Any = importlib.import_module(
+    "re._parser" if sys.version_info >= (3, 11) else "sre_parse"
+)
 
 _log = get_logger("loopwarden")
 
