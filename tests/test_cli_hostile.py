@@ -30,9 +30,9 @@ def _assert_no_controls(text: str) -> None:
         assert char not in text, f"raw {char!r} reached the terminal: {text!r}"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "loopwarden", *args], capture_output=True, timeout=60
+        [sys.executable, "-m", "loopwarden", *args], capture_output=True, timeout=60, env=env
     )
     # Decoded by hand: text=True would turn a raw "\r" into "\n" and hide it.
     return subprocess.CompletedProcess(
@@ -117,6 +117,60 @@ def test_analyze_text_report_escapes_control_characters(
     assert r"tool\x1b]0;pwned\x07\x1b[2J\rFAKE\x9b31m[/]" in out
     assert r"t\r.jsonl" in out
     assert r"bad\x1b]0;pwned\x07.jsonl" in err and r"missing\x9b31m" in err
+
+
+def test_config_check_escapes_control_characters(tmp_path: Path) -> None:
+    config = tmp_path / f"conf{CLEAR}.json"
+    config.write_text(
+        json.dumps({"tools": {"loopDetection": {f"key{TITLE}": 1, "historySize": f"x{CR}y"}}}),
+        encoding="utf-8",
+    )
+    checked = _cli("config", "check", str(config), "--agent", f"a{CSI8}")
+    assert checked.returncode == 2
+    _assert_no_controls(checked.stdout + checked.stderr)
+    assert r"conf\x1b[2J.json" in checked.stderr
+    checked = _cli("config", "check", str(config))
+    assert checked.returncode == 2
+    _assert_no_controls(checked.stdout + checked.stderr)
+    assert r"key\x1b]0;pwned\x07" in checked.stderr
+
+
+def test_hooks_status_escapes_control_characters(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".claude").mkdir(parents=True)
+    command = f"loopwarden hook claude-code --db x{TITLE}{CR}"
+    entry = {"matcher": "*", "hooks": [{"type": "command", "command": command}]}
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"PreToolUse": [entry]}}), encoding="utf-8"
+    )
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path)}
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        env.pop(name, None)
+    status = _cli("hooks", "status", "claude-code", "--project", str(project), env=env)
+    _assert_no_controls(status.stdout + status.stderr)
+    assert r"--db x\x1b]0;pwned\x07\r" in status.stdout
+
+
+def test_mcp_proxy_log_lines_escape_control_characters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+
+    from loopwarden.cli import mcp_proxy_cmd
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        mcp_proxy_cmd._setup_logging("warning")
+        # A tool name chosen by the upstream MCP server reaches the guard's log lines.
+        logging.getLogger("loopwarden.guard").warning("loop warn: %s", HOSTILE + "\nfake line")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    err = capsys.readouterr().err
+    _assert_no_controls(err)
+    assert r"loop warn: tool\x1b]0;pwned\x07" in err and r"[/]\nfake line" in err
+    assert err.count("\n") == 1  # one record, one line
 
 
 # -- item 10: --out never destroys an input; reports are written whole ---------------------------

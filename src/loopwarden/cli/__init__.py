@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = handler(args)
-        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        if sys.stdout is not None and not sys.stdout.closed:  # mcp-proxy's transport closes it
+            sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
     except BrokenPipeError:
         return _stdout_closed()
     return code
@@ -127,8 +128,12 @@ def _stdout_closed() -> int:
     """
     import os
 
+    try:
+        stdout = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # no real file behind sys.stdout: no flush
+        return _EXIT_BROKEN_PIPE
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, stdout)
     os.close(devnull)
     return _EXIT_BROKEN_PIPE
 

@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
+from loopwarden._terminal import printable
 from loopwarden.config import ConfigError, load_config
 
 
@@ -43,7 +44,10 @@ def run_check(args: argparse.Namespace) -> int:
                 args.file,
             )
     except ConfigError as exc:
-        err.print(Text.assemble(("error", "bold red"), f": {exc}"), soft_wrap=True)
+        # printable too: terminal escapes in a key or a path are shown, never obeyed; the
+        # message's own line breaks (one problem per line) are kept.
+        message = printable(str(exc), newlines=True)
+        err.print(Text.assemble(("error", "bold red"), f": {message}"), soft_wrap=True)
         return 2
     resolved = loaded.resolve(args.agent).to_camel()
     if args.output == "json":
@@ -54,9 +58,11 @@ def run_check(args: argparse.Namespace) -> int:
         return 0
     out = _console()
     who = f"agent {args.agent!r}" if args.agent else "global block"
-    out.print(Text.assemble(("ok", "bold green"), f" {args.file} ({who})"), soft_wrap=True)
+    out.print(
+        Text.assemble(("ok", "bold green"), f" {printable(args.file)} ({who})"), soft_wrap=True
+    )
     for notice in loaded.notices:
-        out.print(Text.assemble(("notice", "yellow"), f": {notice}"), soft_wrap=True)
+        out.print(Text.assemble(("notice", "yellow"), f": {printable(notice)}"), soft_wrap=True)
     out.print(Text(json.dumps(resolved, indent=2)), soft_wrap=True)
     return 0
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loopwarden._terminal import printable
 from loopwarden.cli._options import add_config_options
 from loopwarden.hooks._install import (
     SettingsError,
@@ -131,7 +132,7 @@ def _install(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         return _refuse(target, exc)
     except ValueError as exc:  # ConfigError and --set problems: their text says where
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc), newlines=True)}", file=sys.stderr)
         return 2
     if args.print_only:
         print(json.dumps(merged, indent=2, ensure_ascii=False))
@@ -139,9 +140,9 @@ def _install(args: argparse.Namespace) -> int:
     write_settings(target.path, merged)
     events = installed(merged, args.agent)
     command = next(iter(events.values()))[0]
-    print(f"Installed loopwarden's hooks for {_NAMES[args.agent]} in {target.path}")
-    print(f"  events:  {', '.join(events)}")
-    print(f"  command: {command}")
+    print(f"Installed loopwarden's hooks for {_NAMES[args.agent]} in {_shown(target.path)}")
+    print(f"  events:  {printable(', '.join(events))}")
+    print(f"  command: {printable(command)}")
     if args.agent in _AFTERWORD:
         print(f"  note:    {_AFTERWORD[args.agent]}")
     print("Why a call was blocked: loopwarden runs list --blocked, then loopwarden runs show RUN")
@@ -156,7 +157,7 @@ def _checked_options(args: argparse.Namespace) -> list[str]:
     check = argparse.Namespace(config=config, agent=None, overrides=args.overrides)
     _, notices = config_block_from_args(check)
     for notice in notices:
-        print(f"note: {notice}", file=sys.stderr)
+        print(f"note: {printable(notice)}", file=sys.stderr)
     options: list[str] = []
     if config:
         options += ["--config", config]
@@ -175,17 +176,22 @@ def _uninstall(args: argparse.Namespace) -> int:
         return _refuse(target, exc)
     found = installed(settings, args.agent)
     if not found:
-        print(f"loopwarden's hooks are not in {target.path}: nothing to do")
+        print(f"loopwarden's hooks are not in {_shown(target.path)}: nothing to do")
         return 0
     write_settings(target.path, uninstall(settings, args.agent))
-    print(f"Removed loopwarden's hooks for {_NAMES[args.agent]} from {target.path}")
-    print(f"  events: {', '.join(found)}")
+    print(f"Removed loopwarden's hooks for {_NAMES[args.agent]} from {_shown(target.path)}")
+    print(f"  events: {printable(', '.join(found))}")
     return 0
 
 
 def _refuse(target: Target, exc: SettingsError) -> int:
-    print(f"error: {target.path}: {exc}", file=sys.stderr)
+    print(f"error: {_shown(target.path)}: {printable(str(exc))}", file=sys.stderr)
     return 2
+
+
+def _shown(path: object) -> str:
+    """A path or text as printed: terminal escapes in it shown, never obeyed."""
+    return printable(str(path))
 
 
 # -- status ----------------------------------------------------------------------------------
@@ -285,11 +291,11 @@ def _print_status(reports: list[dict[str, Any]]) -> None:
     for report in reports:
         name = f"{_NAMES[report['agent']]} ({report['scope']})"
         state = "installed" if report["installed"] else "not installed"
-        print(f"{name:<26} {state:<14} {report['path']}")
+        print(f"{name:<26} {state:<14} {_shown(report['path'])}")
         if report["installed"]:
             commands = sorted({c for cs in report["events"].values() for c in cs})
-            print(f"    events:  {', '.join(report['events'])}")
+            print(f"    events:  {printable(', '.join(report['events']))}")
             for command in commands:
-                print(f"    command: {command}")
+                print(f"    command: {printable(command)}")
         for problem in report["problems"]:
-            print(f"    problem: {problem}")
+            print(f"    problem: {printable(problem)}")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loopwarden._terminal import printable
 from loopwarden.cli._options import add_config_options, config_from_args
 from loopwarden.config import ConfigError
 
@@ -99,15 +100,31 @@ class _RedactProtocolPayloads(logging.Filter):
         return True
 
 
+class _PrintableFormatter(logging.Formatter):
+    """Log lines with terminal escapes shown, never obeyed: tool names come from the server."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """The message on one line, every control character escaped (a newline too)."""
+        return printable(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        """A traceback keeps its line breaks; other control characters are escaped."""
+        return printable(super().formatException(ei), newlines=True)
+
+    def formatStack(self, stack_info: str) -> str:
+        """As a traceback."""
+        return printable(super().formatStack(stack_info), newlines=True)
+
+
 def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_RedactProtocolPayloads())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"loopwarden mcp-proxy: error: {message}\n")
+    sys.stderr.write(f"loopwarden mcp-proxy: error: {printable(message, newlines=True)}\n")
     return 2
 
 
