@@ -240,18 +240,29 @@ def open_readonly(path: PathLike | None = None, *, timeout: float = 5.0) -> sqli
         # Checked on the raw header first, so SQLite never opens (or adds files next to) an
         # unrelated database. A live writer's first commits may still sit in the WAL file.
         raise _not_records(db, "runs")
-    conn: sqlite3.Connection | None = None
     try:
-        uri = db.resolve().as_uri() + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+        return _open_checked(db, "mode=ro", timeout)
+    except sqlite3.Error as exc:
+        if _has_wal(db) or ("readonly" not in str(exc) and "unable to open" not in str(exc)):
+            raise describe_error(db, exc) from None
+    # A WAL-mode file without its -shm, in a directory this user cannot write: SQLite cannot
+    # create the -shm it reads through. No -wal means no writer has anything uncheckpointed,
+    # so the file can be read as immutable.
+    try:
+        return _open_checked(db, "mode=ro&immutable=1", timeout)
+    except sqlite3.Error as exc:
+        raise describe_error(db, exc) from None
+
+
+def _open_checked(db: Path, query: str, timeout: float) -> sqlite3.Connection:
+    uri = f"{db.resolve().as_uri()}?{query}"
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+    try:
         conn.row_factory = sqlite3.Row
         _check_readable(conn, db)
-    except (sqlite3.Error, RecordsError) as exc:
-        if conn is not None:
-            conn.close()
-        if isinstance(exc, RecordsError):
-            raise
-        raise describe_error(db, exc) from None
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
