@@ -104,6 +104,33 @@ STORE_UNAVAILABLE = Decision(
 )
 
 
+_UNKNOWN_PREFIX = "CRITICAL: attempted unavailable tool "
+_UNKNOWN_SUFFIX = " times. Stop retrying that missing tool and answer without it."
+WITHHELD_NAME = "(name withheld)"
+
+
+def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
+    """A verdict's message as events, logs, run records and reports carry it.
+
+    The unknown-tool message names the missing tool as the runtime's error text named it: text
+    copied out of an error, not chosen by loopwarden (``"Unknown tool: sk-..."``). Records keep
+    that name only when it is the called tool's own name (case aside), which they carry anyway
+    as ``tool_name``; any other name reads ``(name withheld)``. Every other message is built
+    from tool names and counts only and is returned as is. The model is not concerned: the
+    decision's message stays exactly the detector's.
+    """
+    message = str(verdict.message)
+    if verdict.detector != "unknown_tool_repeat":
+        return message
+    suffix = f" {verdict.count}{_UNKNOWN_SUFFIX}"
+    if message.startswith(_UNKNOWN_PREFIX) and message.endswith(suffix):
+        name = message[len(_UNKNOWN_PREFIX) : -len(suffix)]
+        if name in (tool, tool.lower()):
+            return message
+    # A name from elsewhere, or a message of another shape: nothing copied goes out.
+    return f"{_UNKNOWN_PREFIX}{WITHHELD_NAME}{suffix}"
+
+
 def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfig:
     if isinstance(config, ResolvedConfig):
         return config
@@ -210,7 +237,7 @@ class LoopGuard:
             session=session.key,
             run_id=run,
             agent_id=self.agent_id,
-            message=str(verdict.message),
+            message=record_message(verdict, tool),
             paired_tool_name=paired,
             args_hash=args_hash,
             timestamp=time.time(),
@@ -291,6 +318,7 @@ class LoopGuard:
         run = normalize_run_id(run_id)
         stop_reason = session.stopped.get(run)
         if stop_reason is not None:
+            session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
             error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
             return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
         config = self._config_for(tool)
@@ -358,7 +386,8 @@ class LoopGuard:
             session.remember_blocked(tool_call_id)
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
-        blocks = session.block_counts[run] = session.block_counts.get(run, 0) + 1
+        blocks = session.block_counts.get(run, 0) + 1
+        session.keep_run(session.block_counts, run, blocks)
         stops = config.stop_after_blocks > 0 and (
             blocks >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
         )
@@ -370,8 +399,8 @@ class LoopGuard:
         events.append(
             self._event(session, run, "stop", verdict=verdict, tool=tool, args_hash=signature)
         )
-        session.stopped[run] = message
-        session.run(run, self.agent_id).stop_reason = message
+        session.keep_run(session.stopped, run, message)
+        session.run(run, self.agent_id).stop_reason = record_message(verdict, tool)
         error = LoopStoppedError(
             message, detector=str(verdict.detector), count=verdict.count, tool_name=tool
         )
@@ -460,11 +489,15 @@ class LoopGuard:
             if streak is None:
                 session.error_streaks.pop(run, None)
             else:
-                session.error_streaks[run] = streak
+                session.keep_run(session.error_streaks, run, streak)
         guard = session.compaction.get(run)
         if record is None or guard is None or run in session.stopped:
             return ALLOW
         verdict = guard.observe(record.tool_name, record.args_hash, record.result_hash)
+        if guard.armed:
+            session.keep_run(session.compaction, run, guard)
+        else:  # the window is over: a disarmed guard does nothing until arm() starts afresh
+            del session.compaction[run]
         if verdict is None:
             return ALLOW
         error_obj = CompactionLoopPersistedError.from_verdict(verdict)
@@ -473,7 +506,7 @@ class LoopGuard:
                 session, run, "stop", verdict=verdict, tool=tool, args_hash=record.args_hash
             )
         )
-        session.stopped[run] = verdict.message
+        session.keep_run(session.stopped, run, verdict.message)
         session.run(run, self.agent_id).stop_reason = verdict.message
         return Decision("stop", verdict.message, None, None, error_obj)
 
@@ -496,7 +529,7 @@ class LoopGuard:
             guard = state.compaction.get(run)
             if guard is None:
                 guard = PostCompactionGuard(True, self.config.post_compaction_window)
-                state.compaction[run] = guard
+            state.keep_run(state.compaction, run, guard)
             guard.arm()
 
         self._transact(session, arm, "arming the post-compaction guard")

@@ -216,6 +216,11 @@ def recent_run_records(state: SessionState, run_id: RunKey, limit: int) -> list[
     return out
 
 
+def has_run_records(state: SessionState, run_id: RunKey) -> bool:
+    """Whether the run still has records in the history (O(1): the engine keeps a count)."""
+    return run_id in state._runs
+
+
 _time = time.time  # a module global, so tests can give both engines one fake clock
 
 

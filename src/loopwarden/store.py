@@ -18,16 +18,21 @@ from typing import Any, Protocol, TypeVar
 
 from loopwarden.compaction import PostCompactionGuard
 from loopwarden.events import LoopEvent
-from loopwarden.history import SessionState, ToolCallRecord
+from loopwarden.history import SessionState, ToolCallRecord, has_run_records
 from loopwarden.patterns import ErrorStreak
 
 MAX_WARNING_KEYS = 256
 MAX_RUN_RECORDS = 64
 MAX_BLOCKED_IDS = 256
 MAX_RUN_EVENTS = 256
+# Per-run state (stop, compaction window, block count, error streak) is kept for every run that
+# still has calls in the history, plus the 64 most recently active others: a session's state is
+# bounded by historySize whatever the number of runs it sees.
+MAX_IDLE_RUNS = 64
 
 RunKey = str | None
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 
 
 @dataclass
@@ -75,6 +80,8 @@ class GuardSession:
     state: SessionState = field(default_factory=SessionState)
     # §6.3: last emitted bucket (count // warningThreshold) per warning key, oldest first.
     warning_buckets: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    # The per-run maps below (all but ``runs``) are bounded by ``keep_run``: oldest use first.
+    # §7: armed post-compaction windows (a window is dropped once it is over).
     compaction: dict[RunKey, PostCompactionGuard] = field(default_factory=dict)
     # First abort wins for a run: later calls in a stopped run get the same stop reason.
     stopped: dict[RunKey, str] = field(default_factory=dict)
@@ -99,14 +106,49 @@ class GuardSession:
             self.blocked_ids.popitem(last=False)
 
     def run(self, run_id: RunKey, agent_id: str | None = None) -> RunRecord:
-        """The run record for ``run_id``, created on first use (at most 64 kept per session)."""
+        """The run record for ``run_id``, created on first use (at most 64 kept per session).
+
+        Dropping the oldest record drops only the record (a report, already delivered as
+        events): the run's stop and counters follow their own bound (:meth:`keep_run`).
+        """
         record = self.runs.get(run_id)
         if record is None:
             record = RunRecord(self.key, run_id, agent_id)
             self.runs[run_id] = record
             while len(self.runs) > MAX_RUN_RECORDS:
-                self.forget_run(next(iter(self.runs)))
+                self.runs.popitem(last=False)
         return record
+
+    def keep_run(self, per_run: dict[RunKey, _V], run_id: RunKey, value: _V) -> None:
+        """Set ``per_run[run_id]`` as its newest entry, then trim ``per_run`` (see below).
+
+        Each per-run map keeps its entries in order of last use. Past ``MAX_IDLE_RUNS`` entries
+        the oldest are dropped, except runs that still have calls in the history (at most
+        historySize of them), whose state detection may still read. Re-keeping a run (a stopped
+        run calling again) makes it the newest: a run stays stopped while it keeps calling.
+        """
+        per_run.pop(run_id, None)  # re-inserted last: dicts keep insertion order
+        per_run[run_id] = value
+        self._trim(per_run, run_id)
+
+    def _trim(self, per_run: dict[RunKey, Any], newest: RunKey = None) -> None:
+        """Drop the oldest entries past ``MAX_IDLE_RUNS``, keeping runs still in the history."""
+        excess = len(per_run) - MAX_IDLE_RUNS
+        if excess <= 0:
+            return
+        doomed: list[RunKey] = []
+        for run in per_run:  # oldest first; the walk skips at most historySize live runs
+            if len(doomed) == excess:
+                break
+            if run != newest and not has_run_records(self.state, run):
+                doomed.append(run)
+        for run in doomed:
+            del per_run[run]
+
+    def trim_runs(self) -> None:
+        """Bound every per-run map (a session restored from an older, unbounded snapshot)."""
+        for per_run in (self.stopped, self.compaction, self.block_counts, self.error_streaks):
+            self._trim(per_run)
 
     def forget_run(self, run_id: RunKey) -> None:
         """Drop everything kept about one run (its record, stop, windows and counters)."""
@@ -273,6 +315,7 @@ def restore_session(data: dict[str, Any]) -> GuardSession:
         run or None: ErrorStreak(tool, result_hash, int(count))
         for run, tool, result_hash, count in data.get("error_streaks", [])
     }
+    session.trim_runs()
     return session
 
 

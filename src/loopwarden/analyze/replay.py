@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden.guard import record_message
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
 RUN_ID = "replay"
@@ -224,7 +225,8 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
             "stop",
             str(error.detector),
             int(error.count),
-            str(decision.message or ""),
+            # A report is a record: an unknown tool name copied from an error is withheld.
+            record_message(verdict, tool) if verdict is not None else str(decision.message or ""),
         )
         code = STOPPED
     elif verdict is not None and verdict.stuck and action in ("warn", "block", "allow"):
@@ -236,7 +238,7 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
             action,
             str(verdict.detector),
             int(verdict.count),
-            str(verdict.message or ""),
+            record_message(verdict, tool),
         )
     else:
         return
