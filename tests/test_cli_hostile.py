@@ -135,6 +135,30 @@ def test_config_check_escapes_control_characters(tmp_path: Path) -> None:
     assert r"key\x1b]0;pwned\x07" in checked.stderr
 
 
+@pytest.mark.parametrize("command", ["config check", "analyze", "hooks install", "mcp-proxy"])
+def test_config_errors_keep_one_problem_per_line_and_escape_the_rest(
+    tmp_path: Path, command: str
+) -> None:
+    config = tmp_path / "conf.json"
+    fake = "\n  - criticalThreshold: fake problem"
+    block = {f"key{TITLE}{fake}": 1, "historySize": "x"}
+    config.write_text(json.dumps({"tools": {"loopDetection": block}}), encoding="utf-8")
+    args = {
+        "config check": ["config", "check", str(config)],
+        "analyze": ["analyze", str(tmp_path), "--config", str(config)],
+        "hooks install": ["hooks", "install", "claude-code", "--print", "--config", str(config)],
+        "mcp-proxy": ["mcp-proxy", "--config", str(config), "--", "true"],
+    }[command]
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path)}
+    done = _cli(*args, env=env)
+    assert done.returncode == 2, done.stderr
+    _assert_no_controls(done.stderr)
+    lines = done.stderr.splitlines()
+    assert lines[0].endswith("2 configuration problems:"), done.stderr
+    assert [line[:4] for line in lines[1:3]] == ["  - ", "  - "], done.stderr
+    assert r"key\x1b]0;pwned\x07\n  - criticalThreshold: fake problem" in done.stderr
+
+
 def test_hooks_status_escapes_control_characters(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     (project / ".claude").mkdir(parents=True)

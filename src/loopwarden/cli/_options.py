@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from loopwarden._terminal import printable
 from loopwarden.config import (
     BLOCK_PATH,
     ConfigError,
@@ -32,6 +33,16 @@ def add_config_options(parser: argparse.ArgumentParser, *, agent: bool = True) -
         help="override one tools.loopDetection key, e.g. criticalThreshold=5 or "
         "detectors.pingPong=false (repeatable)",
     )
+
+
+def error_text(exc: Exception) -> str:
+    """An error's message as printed to a terminal: control characters escaped, so a key or a
+    file name cannot drive the terminal or fake a line; a :class:`ConfigError` keeps its layout,
+    one problem per line."""
+    if isinstance(exc, ConfigError):
+        source = printable(exc.source) if exc.source else None
+        return str(ConfigError([printable(problem) for problem in exc.problems], source))
+    return printable(str(exc))
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

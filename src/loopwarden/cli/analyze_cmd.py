@@ -20,7 +20,7 @@ from rich.text import Text
 
 from loopwarden import ConfigError, ResolvedConfig
 from loopwarden._terminal import printable
-from loopwarden.cli._options import add_config_options, config_from_args
+from loopwarden.cli._options import add_config_options, config_from_args, error_text
 
 if TYPE_CHECKING:
     from loopwarden.analyze.replay import TrajectoryReport
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         variants = parse_sweeps(args.sweep)
         configs, notices = _configs(args, [variant.overrides for variant in variants])
     except ConfigError as exc:
-        err.print(_error(str(exc)), soft_wrap=True)
+        err.print(_error(error_text(exc), escaped=True), soft_wrap=True)
         return 2
     sources, input_errors = collect_sources(args.paths)
     clash = _input_at(args.out, sources) if args.out is not None else None
@@ -119,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
     return 1 if analysis.any_block else 0
 
 
-def _error(message: str) -> Text:
+def _error(message: str, *, escaped: bool = False) -> Text:
     # Text, not markup: messages quote paths and config keys that may hold brackets; and
     # printable, since a file name or a transcript's text may hold terminal escapes.
-    return Text.assemble(("error", "bold red"), f": {printable(message)}")
+    return Text.assemble(("error", "bold red"), f": {message if escaped else printable(message)}")
 
 
 def _input_at(out: str, sources: Sequence[Source]) -> str | None:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopwarden._terminal import printable
+from loopwarden.cli._options import error_text
 from loopwarden.config import ConfigError, load_config
 
 
@@ -44,10 +45,8 @@ def run_check(args: argparse.Namespace) -> int:
                 args.file,
             )
     except ConfigError as exc:
-        # printable too: terminal escapes in a key or a path are shown, never obeyed; the
-        # message's own line breaks (one problem per line) are kept.
-        message = printable(str(exc), newlines=True)
-        err.print(Text.assemble(("error", "bold red"), f": {message}"), soft_wrap=True)
+        # Terminal escapes in a key or a path are shown, never obeyed (one problem per line).
+        err.print(Text.assemble(("error", "bold red"), f": {error_text(exc)}"), soft_wrap=True)
         return 2
     resolved = loaded.resolve(args.agent).to_camel()
     if args.output == "json":

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden._terminal import printable
-from loopwarden.cli._options import add_config_options
+from loopwarden.cli._options import add_config_options, error_text
 from loopwarden.hooks._install import (
     SettingsError,
     Target,
@@ -132,7 +132,7 @@ def _install(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         return _refuse(target, exc)
     except ValueError as exc:  # ConfigError and --set problems: their text says where
-        print(f"error: {printable(str(exc), newlines=True)}", file=sys.stderr)
+        print(f"error: {error_text(exc)}", file=sys.stderr)
         return 2
     if args.print_only:
         print(json.dumps(merged, indent=2, ensure_ascii=False))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden._terminal import printable
-from loopwarden.cli._options import add_config_options, config_from_args
+from loopwarden.cli._options import add_config_options, config_from_args, error_text
 from loopwarden.config import ConfigError
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
@@ -123,8 +123,9 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
-def _fail(message: str) -> int:
-    sys.stderr.write(f"loopwarden mcp-proxy: error: {printable(message, newlines=True)}\n")
+def _fail(message: str, *, escaped: bool = False) -> int:
+    shown = message if escaped else printable(message)  # terminal escapes shown, never obeyed
+    sys.stderr.write(f"loopwarden mcp-proxy: error: {shown}\n")
     return 2
 
 
@@ -169,7 +170,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
         downstream = _downstream_kwargs(args)
         config, notices = config_from_args(args, default_enabled=True)
     except (ValueError, ConfigError) as exc:
-        return _fail(str(exc))
+        return _fail(error_text(exc), escaped=True)
     try:
         import anyio
 
