@@ -44,7 +44,9 @@ _SQ_PIECE = re.compile(r"""\\(.)|\"""")
 def loads(text: str, max_depth: int) -> Any:
     """The value of a JSON5 ``text``, or ``UNSURE`` when the reference parser must decide.
 
-    Raises :class:`TooDeep` when arrays/objects nest deeper than ``max_depth``.
+    Raises :class:`TooDeep` when arrays/objects nest deeper than ``max_depth``, and
+    :class:`Invalid` when the text is surely not JSON5 (then ``json5`` would only take seconds
+    on a large file to say the same).
     """
     tokens = _tokens(text, max_depth)
     if tokens is None:
@@ -52,15 +54,57 @@ def loads(text: str, max_depth: int) -> Any:
     rewritten = _rewrite(tokens)
     if rewritten is None:
         return UNSURE
+    out, starts = rewritten
+    joined = " ".join(out)  # a separator, so adjacent values never merge ("1 2" is not 12)
     try:  # strict=False: JSON5 strings may hold raw tabs and other control characters
-        return json.loads(rewritten, strict=False)
-    except ValueError:
-        return UNSURE
+        return json.loads(joined, strict=False)
+    except json.JSONDecodeError as exc:
+        if any(piece[0] == '"' and _json5_only_escape(piece) for piece in out):
+            return UNSURE  # a string JSON cannot read: the reference parser decides
+        # Every token is now in JSON's spelling and the grammars agree, so JSON's "no" is final.
+        at_end = exc.pos >= len(joined)
+        offset = len(text) if at_end else _source_offset(exc.pos, out, starts)
+        raise Invalid(_END if at_end else _WORDING.get(exc.msg, exc.msg), offset) from None
 
 
-def _tokens(text: str, max_depth: int) -> list[tuple[str, str]] | None:
-    """The significant tokens as (kind, text); ``None`` at the first character not understood."""
-    tokens: list[tuple[str, str]] = []
+class Invalid(ValueError):
+    """The text is not JSON5: ``message`` says why, ``offset`` where (in the original text)."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+_END = "unexpected end of the file (a missing closing bracket or value?)"
+_WORDING = {
+    "Expecting value": "expected a value",
+    "Expecting ',' delimiter": "expected ',' or a closing bracket",
+    "Expecting ':' delimiter": "expected ':' after the key",
+    "Expecting property name enclosed in double quotes": "expected a key (a name or a string)",
+    "Extra data": "unexpected text after the end of the value",
+}
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt]|(.))', re.DOTALL)
+
+
+def _json5_only_escape(piece: str) -> bool:
+    """True when a string holds an escape JSON does not have (``\\x41``, ``\\v``, ``\\0``...)."""
+    return any(m.group(1) is not None for m in _ESCAPE.finditer(piece))
+
+
+def _source_offset(pos: int, out: list[str], starts: list[int]) -> int:
+    """Where in the original text the rewritten token at ``pos`` of the JSON text began."""
+    offset = 0
+    for piece, start in zip(out, starts, strict=True):
+        offset += len(piece) + 1
+        if pos < offset:
+            return start
+    return starts[-1] if starts else 0
+
+
+def _tokens(text: str, max_depth: int) -> list[tuple[str, str, int]] | None:
+    """The significant tokens as (kind, text, offset); ``None`` at a character not understood."""
+    tokens: list[tuple[str, str, int]] = []
     depth = pos = 0
     for match in _TOKEN.finditer(text):
         if match.start() != pos:
@@ -76,20 +120,23 @@ def _tokens(text: str, max_depth: int) -> list[tuple[str, str]] | None:
                 raise TooDeep(max_depth)
         elif kind == "punct" and token in "]}":
             depth -= 1
-        tokens.append((kind, token))
+        tokens.append((kind, token, match.start()))
     return tokens if pos == len(text) else None
 
 
-def _rewrite(tokens: list[tuple[str, str]]) -> str | None:
-    """The JSON text for the tokens, or ``None`` when one has no sure JSON spelling."""
+def _rewrite(tokens: list[tuple[str, str, int]]) -> tuple[list[str], list[int]] | None:
+    """The tokens in JSON's spelling with their offsets; ``None`` when one has no sure spelling.
+
+    Raises :class:`Invalid` on a bare word that is neither a key nor a literal.
+    """
     out: list[str] = []
-    for i, (kind, token) in enumerate(tokens):
+    starts: list[int] = []
+    for i, (kind, token, start) in enumerate(tokens):
         if kind == "ident":
-            is_key = i + 1 < len(tokens) and tokens[i + 1][1] == ":"
-            if is_key:
+            if i + 1 < len(tokens) and tokens[i + 1][1] == ":":
                 token = f'"{token}"'
             elif token not in _LITERALS:
-                return None
+                raise Invalid(f"unexpected {token!r} (a string value needs quotes)", start)
         elif kind == "sq":
             token = _double_quoted(token)
         elif kind == "num":
@@ -99,8 +146,10 @@ def _rewrite(tokens: list[tuple[str, str]]) -> str | None:
             token = number
         elif kind == "punct" and token in "]}" and _after_value(out):
             out.pop()  # a trailing comma after a value: JSON5 allows it, JSON does not
+            starts.pop()
         out.append(token)
-    return " ".join(out)  # a separator, so adjacent values never merge ("1 2" is not 12)
+        starts.append(start)
+    return out, starts
 
 
 def _after_value(out: list[str]) -> bool:

@@ -728,9 +728,17 @@ def _parse_json5(text: str, source: str) -> Any:
             value = json5.loads(text)
     except (_json5.TooDeep, RecursionError):
         raise ConfigError([_too_deep_problem()], source) from None
+    except _json5.Invalid as exc:
+        raise ConfigError([_located_problem(text, exc.offset, exc.message)], source) from None
     except ValueError as exc:
         raise ConfigError([_syntax_problem(exc)], source) from None
     return value  # validate_config checks the depth of what the parsers allowed
+
+
+def _located_problem(text: str, offset: int, message: str) -> str:
+    line = text.count("\n", 0, offset) + 1
+    column = offset - text.rfind("\n", 0, offset)
+    return f"syntax error at line {line}, column {column}: {message}"
 
 
 def _parse_fast(text: str) -> Any:
