@@ -189,54 +189,149 @@ def _utf16_key(key: str) -> bytes:
 _TEXT: Final = 0  # stack item: literal text to append
 _VALUE: Final = 1  # stack item: a value to write
 _LEAVE: Final = 2  # stack item: a container is finished, remove it from the current path
+_CAPTURE: Final = 3  # stack item: a child of a _Sorting node is written, move its text there
+_SORTED: Final = 4  # stack item: all children of a _Sorting node are written, sort and append
 
 _Children = tuple[bool, list[tuple[str, Any]]]  # (is_object, [(prefix text, value)])
 
 
-def _stringify_exact(root: object, active: dict[int, object] | None = None) -> str:
+class _Sorting:
+    """A container whose children are ordered by their own canonical text.
+
+    That is a set, or a dict with keys equal after str() ({1: x, "1": y}). Each child is written
+    once, in place, and its text captured here; the node's text is then built from the sorted
+    texts. Sorting by a separately computed text instead re-wrote every subtree once per
+    enclosing set: exponential in the nesting depth.
+    """
+
+    __slots__ = ("keys", "start", "texts", "values")
+
+    def __init__(self, keys: list[str] | None, values: list[Any]) -> None:
+        self.keys = keys  # None for a set
+        self.values = values
+        self.texts: list[str] = []
+        self.start = 0  # where the children's text begins in the output
+
+    def capture(self, out: list[str]) -> None:
+        """Move the text just written for the next child from `out` to `texts`."""
+        if len(out) == self.start + 1:  # a scalar or a sorted node: one piece, nothing to join
+            self.texts.append(out.pop())
+        else:
+            self.texts.append("".join(out[self.start :]))
+            del out[self.start :]
+
+    def text(self) -> str:
+        """The node's text, children in canonical order."""
+        # ASCII text sorts the same as str as in UTF-16: compare the str, without encoding it.
+        key: Callable[[str], Any] = _utf16_key
+        if all(text.isascii() for text in self.texts):
+            key = _same_text
+        # One join per node: the children's text is copied once into the node's.
+        if self.keys is None:
+            ranked = [
+                (_set_rank(value), key(text), text)
+                for value, text in zip(self.values, self.texts, strict=True)
+            ]
+            if not ranked:
+                return "[]"
+            ranked.sort(key=lambda entry: (entry[0], entry[1]))
+            parts = ["["]
+            for _, _, text in ranked:
+                parts.append(text)
+                parts.append(",")
+            parts[-1] = "]"  # the last "," closes the list
+            return "".join(parts)
+        items = [(_utf16_key(k), key(t), k, t) for k, t in zip(self.keys, self.texts, strict=True)]
+        items.sort(key=lambda entry: (entry[0], entry[1]))
+        parts = ["{"]
+        for _, _, name, text in items:
+            parts.append(encode_basestring(name) + ":")
+            parts.append(text)
+            parts.append(",")
+        parts[-1] = "}"  # a dict here has two keys or more: the last "," closes it
+        return "".join(parts)
+
+
+def _same_text(text: str) -> str:
+    return text
+
+
+def _set_rank(value: object) -> tuple[int, Any]:
+    """Sets: numbers first, by value; then everything else by canonical text (SPEC §2).
+
+    (0, number) for a number, (1, 0) for anything else, which the text then orders.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:  # the builtin value: a subclass's comparison methods are never called
+            number = float.__float__(value) if isinstance(value, float) else int.__index__(value)
+        except Exception:
+            return 1, 0
+        if not (isinstance(number, float) and math.isnan(number)):
+            return 0, number
+    return 1, 0
+
+
+def _stringify_exact(root: object) -> str:
     """Write `root` canonically, following every rule of SPEC §2, without recursion.
 
-    `active` maps id() -> object for the containers on the current path (kept alive so ids are not
-    reused); meeting one of them again is a true cycle and is written as ``"[Circular]"``.
+    Each value is written once, so the work is linear in the length of the text. `active` maps
+    id() -> object for the containers on the current path (kept alive so ids are not reused);
+    meeting one of them again is a true cycle and is written as ``"[Circular]"``.
     """
-    if active is None:
-        active = {}
+    active: dict[int, object] = {}
     out: list[str] = []
     stack: list[tuple[int, Any]] = [(_VALUE, root)]
     while stack:
         tag, item = stack.pop()
         if tag == _TEXT:
             out.append(item)
-            continue
-        if tag == _LEAVE:
+        elif tag == _CAPTURE:
+            item.capture(out)
+        elif tag == _SORTED:
+            out.append(item.text())
+        elif tag == _LEAVE:
             del active[item]
-            continue
-        try:
-            scalar = _scalar_text(item)
-        except Exception:  # a str/int/float subclass whose overridden methods raise
-            scalar = _quote(_safe_str(item))
-        if scalar is not None:
-            out.append(scalar)
-            continue
-        ident = id(item)
-        if ident in active:
-            out.append(_CIRCULAR)
-            continue
-        active[ident] = item
-        node = _expand(item, active)
-        if isinstance(node, str):  # an object written as its str(), no children
-            del active[ident]
-            out.append(node)
-            continue
-        is_object, children = node
-        out.append("{" if is_object else "[")
-        stack.append((_LEAVE, ident))
-        stack.append((_TEXT, "}" if is_object else "]"))
-        for prefix, value in reversed(children):
-            stack.append((_VALUE, value))
-            if prefix:
-                stack.append((_TEXT, prefix))
+        else:
+            _write_value(item, out, stack, active)
     return "".join(out)
+
+
+def _write_value(
+    item: object, out: list[str], stack: list[tuple[int, Any]], active: dict[int, object]
+) -> None:
+    """Write a scalar to `out`, or push a container's children (and its end) onto `stack`."""
+    try:
+        scalar = _scalar_text(item)
+    except Exception:  # a str/int/float subclass whose overridden methods raise
+        scalar = _quote(_safe_str(item))
+    if scalar is not None:
+        out.append(scalar)
+        return
+    ident = id(item)
+    if ident in active:
+        out.append(_CIRCULAR)
+        return
+    node = _expand(item)
+    if isinstance(node, str):  # an object written as its str(), no children
+        out.append(node)
+        return
+    active[ident] = item
+    stack.append((_LEAVE, ident))
+    if isinstance(node, _Sorting):
+        node.start = len(out)
+        stack.append((_SORTED, node))
+        values: list[Any] = node.values
+        for index in range(len(values) - 1, -1, -1):
+            stack.append((_CAPTURE, node))
+            stack.append((_VALUE, values[index]))
+        return
+    is_object, children = node
+    out.append("{" if is_object else "[")
+    stack.append((_TEXT, "}" if is_object else "]"))
+    for prefix, value in reversed(children):
+        stack.append((_VALUE, value))
+        if prefix:
+            stack.append((_TEXT, prefix))
 
 
 def _scalar_text(value: object) -> str | None:
@@ -260,67 +355,61 @@ def _scalar_text(value: object) -> str | None:
     return None
 
 
-def _expand(value: object, active: dict[int, object]) -> _Children | str:
-    """Children of a container-like value, or the final text of an object written via str()."""
+def _expand(value: object) -> _Children | _Sorting | str:
+    """Children of a container-like value, or the final text of an object written via str().
+
+    Builtin containers, subclasses included, are read through the builtin's own methods
+    (`dict.items`, `list.__iter__`...): what they store is written, and overrides of items(),
+    get(), __getitem__ or __iter__ are never called, so both builds write the same text.
+    """
     try:
         if isinstance(value, dict):
-            return True, _object_children(list(value.items()), active)
+            return _object_node(list(dict.items(value)))
         if isinstance(value, (list, tuple)):
-            return False, _array_children(value)
+            return False, _array_children(_stored_items(value))
         if isinstance(value, (set, frozenset)):
-            return False, _array_children(_sorted_set(value, active))
+            return _Sorting(None, list(value))
         if isinstance(value, (bytes, bytearray, memoryview)):
             data = base64.b64encode(bytes(value)).decode("ascii")
-            return True, _object_children([("data", data), ("type", "Uint8Array")], active)
+            return _object_node([("data", data), ("type", "Uint8Array")])
         fields = _field_items(value)
         if fields is not None:
-            return True, _object_children(fields, active)
+            return _object_node(fields)
     except Exception:
         # An object that will not expose its contents (a field property that raises, a set
-        # nested too deep to sort) is written like any other object: as its str().
+        # whose iteration fails) is written like any other object: as its str().
         pass
     return _quote(_safe_str(value))
 
 
-def _array_children(items: list[Any] | tuple[Any, ...]) -> list[tuple[str, Any]]:
+def _stored_items(value: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The items a list or tuple (or a subclass) stores, without calling an overridden __iter__."""
+    if type(value) is list:
+        return value
+    if isinstance(value, list):
+        return list(list.__iter__(value))
+    return list(tuple.__iter__(value))
+
+
+def _array_children(items: list[Any]) -> list[tuple[str, Any]]:
     return [("," if index else "", item) for index, item in enumerate(items)]
 
 
-def _object_children(
-    items: list[tuple[Any, Any]], active: dict[int, object]
-) -> list[tuple[str, Any]]:
+def _object_node(items: list[tuple[Any, Any]]) -> _Children | _Sorting:
     pairs = [(_clean(str.__str__(k) if isinstance(k, str) else _safe_str(k)), v) for k, v in items]
     keys = {key for key, _ in pairs}
     if len(keys) < len(pairs):
         # Two keys became equal after str() (e.g. 1 and "1"): order them by value too, so the
         # text does not depend on insertion order.
-        pairs.sort(key=lambda kv: (_utf16_key(kv[0]), _utf16_key(_sort_text(kv[1], active))))
-    elif all(key.isascii() for key in keys):
+        return _Sorting([key for key, _ in pairs], [value for _, value in pairs])
+    if all(key.isascii() for key in keys):
         pairs.sort(key=lambda kv: kv[0])
     else:
         pairs.sort(key=lambda kv: _utf16_key(kv[0]))
-    return [
+    return True, [
         (("," if index else "") + encode_basestring(key) + ":", value)
         for index, (key, value) in enumerate(pairs)
     ]
-
-
-def _sorted_set(items: set[Any] | frozenset[Any], active: dict[int, object]) -> list[Any]:
-    """A set as a list: numbers first in numeric order, then the rest by canonical text."""
-
-    def order(item: object) -> tuple[int, Any]:
-        is_number = isinstance(item, (int, float)) and not isinstance(item, bool)
-        if is_number and not (isinstance(item, float) and math.isnan(item)):
-            return 0, item
-        return 1, _utf16_key(_sort_text(item, active))
-
-    return sorted(items, key=order)
-
-
-def _sort_text(value: object, active: dict[int, object]) -> str:
-    # A copy of the current path: a cycle through the container being sorted still ends, and a
-    # failure half-way cannot leave stale entries behind.
-    return _stringify_exact(value, dict(active))
 
 
 def _field_items(value: object) -> list[tuple[str, Any]] | None:
@@ -334,7 +423,7 @@ def _field_items(value: object) -> list[tuple[str, Any]] | None:
         items = [(name, getattr(value, name, UNDEFINED)) for name in model_fields]
         extra = getattr(value, "__pydantic_extra__", None)
         if isinstance(extra, dict):
-            items.extend(extra.items())
+            items.extend(dict.items(extra))
         return items
     return None
 
@@ -541,16 +630,20 @@ def normalize_params(tool: str, params: object) -> object:
 
 
 def normalize_plan(params: dict[Any, Any]) -> dict[str, object]:
-    """The shape of an `update_plan` payload: step count, statuses, which steps have text."""
-    plan = params.get("plan")
-    entries = plan if isinstance(plan, list) else []
+    """The shape of an `update_plan` payload: step count, statuses, which steps have text.
+
+    Dicts and lists are read as what they store (`dict.get`, not an overridden get()), as the
+    canonical writer reads them, so both builds give the same shape.
+    """
+    plan = dict.get(params, "plan")
+    entries = _stored_items(plan) if isinstance(plan, list) else []
     statuses: list[object] = []
     presence: list[bool] = []
     for entry in entries:
         if isinstance(entry, dict):
-            status = entry.get("status")
+            status = dict.get(entry, "status")
             statuses.append(None if status is UNDEFINED else status)
-            presence.append(_is_non_blank(entry.get("step")))
+            presence.append(_is_non_blank(dict.get(entry, "step")))
         else:
             statuses.append(None)
             presence.append(False)
@@ -558,7 +651,7 @@ def normalize_plan(params: dict[Any, Any]) -> dict[str, object]:
         "planLength": len(entries),
         "statuses": statuses,
         "stepPresence": presence,
-        "hasExplanation": _is_non_blank(params.get("explanation")),
+        "hasExplanation": _is_non_blank(dict.get(params, "explanation")),
     }
 
 

@@ -17,6 +17,7 @@ from loopwarden.canonical import (
     _float_text,
     _int_text,
     _safe_str,
+    _stored_items,
     digest_stable,
     js_trim,
     normalize_plan,
@@ -96,9 +97,9 @@ def hash_tool_outcome(
         return "error:" + digest_stable(text), extract_unknown_tool_name(text)
     if not isinstance(result, dict):
         return (None if result is UNDEFINED else digest_stable(result)), None
-    raw_details = result.get("details")
+    raw_details = dict.get(result, "details")
     details: dict[Any, Any] = raw_details if isinstance(raw_details, dict) else {}
-    if _is(details.get("status"), "blocked") and _is(details.get("deniedReason"), "tool-loop"):
+    if _is(_get(details, "status"), "blocked") and _is(_get(details, "deniedReason"), "tool-loop"):
         return None, None  # the detector's own veto is never progress
     shaped = _shaped_outcome(tool, params, result, details, send_tools)
     return digest_stable(shaped), None
@@ -116,12 +117,12 @@ def _shaped_outcome(
     The content text is joined only by the rules that use it: most exec results carry their
     output twice (content and details.aggregated), and copying 20 kB for nothing is not free.
     """
-    status = details.get("status")
+    status = _get(details, "status")
     if tool == "exec" and isinstance(status, str):
         shaped = _exec_outcome(status, details, result)
         if shaped is not None:
             return shaped
-    action = params.get("action") if isinstance(params, dict) else None
+    action = dict.get(params, "action") if isinstance(params, dict) else None
     if tool == "process" and _is(action, "poll"):
         return _process_outcome("poll", details, _content_text(result))
     if tool == "process" and _is(action, "log"):
@@ -139,22 +140,27 @@ def _is(value: object, text: str) -> bool:
     return isinstance(value, str) and value == text
 
 
+def _get(mapping: dict[Any, Any], key: str) -> Any:
+    # dict's own get(): a dict subclass is read as what it stores, never through an override,
+    # so the compiled build (which may read the storage directly) and the pure one agree.
+    return dict.get(mapping, key)
+
+
 def _is_send(action: object) -> bool:
     return isinstance(action, str) and action in SEND_ACTIONS
 
 
 def _content_text(result: dict[Any, Any]) -> str:
     """The text items of the result's content, joined with newlines and trimmed (rule 3)."""
-    content = result.get("content")
+    content = dict.get(result, "content")
     if not isinstance(content, (list, tuple)):  # a tuple, not list | tuple: no union per call
         return ""
-    parts = [
-        item["text"]
-        for item in content
-        if isinstance(item, dict)
-        and isinstance(item.get("type"), str)
-        and isinstance(item.get("text"), str)
-    ]
+    parts: list[str] = []
+    for item in _stored_items(content):
+        if isinstance(item, dict) and isinstance(dict.get(item, "type"), str):
+            text = dict.get(item, "text")
+            if isinstance(text, str):
+                parts.append(text)
     return js_trim("\n".join(parts))
 
 
@@ -162,25 +168,25 @@ def _exec_outcome(
     status: str, details: dict[Any, Any], result: dict[Any, Any]
 ) -> dict[str, object] | None:
     if status == "running":
-        tail = details.get("tail")
+        tail = _get(details, "tail")
         return {"status": status, "tail": tail if isinstance(tail, str) else ""}
     if status in _EXEC_FINISHED:
-        exit_code = details.get("exitCode")
-        aggregated = details.get("aggregated")
+        exit_code = _get(details, "exitCode")
+        aggregated = _get(details, "aggregated")
         output = js_trim(aggregated) if isinstance(aggregated, str) else ""
         return {
             "status": status,
             "exitCode": exit_code if _is_number(exit_code) else None,
-            "timedOut": details.get("timedOut") is True,
+            "timedOut": _get(details, "timedOut") is True,
             "output": output or _content_text(result),
         }
     if status in _EXEC_APPROVAL:
         return {
             "status": status,
-            "reason": _str_or(details.get("reason"), None),
-            "host": _str_or(details.get("host"), None),
-            "command": _str_or(details.get("command"), ""),
-            "warningText": _str_or(details.get("warningText"), ""),
+            "reason": _str_or(_get(details, "reason"), None),
+            "host": _str_or(_get(details, "host"), None),
+            "command": _str_or(_get(details, "command"), ""),
+            "warningText": _str_or(_get(details, "warningText"), ""),
         }
     return None  # another status: the later rules decide
 
@@ -198,9 +204,9 @@ def _process_outcome(action: str, details: dict[Any, Any], text: str) -> dict[st
     fields: tuple[str, ...] = ("exitCode", "exitSignal", "aggregated")
     if action == "log":
         fields = ("totalLines", "totalChars", "truncated", "exitCode", "exitSignal")
-    shaped: dict[str, object] = {"action": action, "status": details.get("status", UNDEFINED)}
+    shaped: dict[str, object] = {"action": action, "status": dict.get(details, "status", UNDEFINED)}
     for name in fields:
-        value = details.get(name)
+        value = _get(details, name)
         shaped[name] = None if value is UNDEFINED else value
     shaped["text"] = text
     return shaped
@@ -230,22 +236,22 @@ def strip_volatile_ids(value: object) -> object:
         original, copy = pending.pop()
         if isinstance(original, dict):
             drop_id = _is_message_object(original)
-            for key, item in list(original.items()):
+            for key, item in list(dict.items(original)):
                 if isinstance(key, str) and (key in VOLATILE_KEYS or (drop_id and key == "id")):
                     continue
                 copy[key] = copy_of(item)
         else:
-            copy.extend(copy_of(item) for item in original)
+            copy.extend([copy_of(item) for item in _stored_items(original)])
     return root
 
 
 def _is_message_object(obj: dict[Any, Any]) -> bool:
     """A sent message echoed back: its `id` is as volatile as a messageId."""
-    if not (isinstance(obj.get("id"), str) and isinstance(obj.get("text"), str)):
+    if not (isinstance(_get(obj, "id"), str) and isinstance(_get(obj, "text"), str)):
         return False
     return any(
-        isinstance(obj.get(key), str) for key in ("direction", "senderId", "accountId")
-    ) or isinstance(obj.get("conversation"), dict)
+        isinstance(_get(obj, key), str) for key in ("direction", "senderId", "accountId")
+    ) or isinstance(_get(obj, "conversation"), dict)
 
 
 def _error_text(error: object) -> str:
