@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 # Import time matters here: a coding-agent hook imports this module on every tool call. The
-# strict schema (pydantic, in loopwarden._config_schema) and json5 load only when a config is
+# strict schema (pydantic, in loopwarden._config_schema) and pyjson5 load only when a config is
 # validated or read, never for the lenient runtime resolution.
 
 BLOCK_PATH = "tools.loopDetection"
@@ -632,20 +632,6 @@ def validate_config(
     return ValidatedConfig(full=full, notices=tuple(notices), source=source)
 
 
-_JSON5_ERROR = re.compile(
-    r"^<string>:(?P<line>\d+) (?P<msg>.*?)(?: at column (?P<col>\d+))?$", re.DOTALL
-)
-
-
-def _syntax_problem(exc: ValueError) -> str:
-    match = _JSON5_ERROR.match(str(exc))
-    if not match:
-        return f"syntax error: {exc}"
-    col = match["col"] or "1"
-    message = match["msg"].replace("\n", "\\n")  # the offending character may be a newline
-    return f"syntax error at line {match['line']}, column {col}: {message}"
-
-
 # Limits on a config file, both far above any real config (a few KB, nested under 10 levels):
 # past them the file is refused with a clear error instead of parsing for minutes (a 4 MB JSON5
 # file took 89 s) or overflowing the parsers' recursion (a 200k-deep file).
@@ -686,9 +672,7 @@ def load_config(path: str | Path) -> ValidatedConfig:
     :data:`MAX_CONFIG_DEPTH`, a syntax error (with line and column) or a wrong shape each raise
     one :class:`ConfigError` with a clear message.
     """
-    source = str(path)
-    text = _read_text(path, source)
-    return validate_config(_parse_json5(text, source), source=source, whole=True)
+    return validate_config(read_config_file(path), source=str(path), whole=True)
 
 
 def _read_text(path: str | Path, source: str) -> str:
@@ -716,39 +700,59 @@ def _too_big_problem(size: int) -> str:
     )
 
 
+def read_config_file(path: str | Path) -> Any:
+    """A config file's value (JSON5 or JSON), unvalidated; every problem a :class:`ConfigError`.
+
+    Refused past :data:`MAX_CONFIG_BYTES` or :data:`MAX_CONFIG_DEPTH`, before or while parsing.
+    """
+    source = str(path)
+    return _parse_json5(_read_text(path, source), source)
+
+
 def _parse_json5(text: str, source: str) -> Any:
-    """Parse a config file's text; a syntax error is a :class:`ConfigError` with its position."""
-    from loopwarden import _json5
+    """Parse a config file's text; a syntax error is a :class:`ConfigError` with its position.
+
+    Plain JSON goes to the stdlib parser (C), anything else to pyjson5 (C, via Cython): a 50 KB
+    hand-written JSON5 config takes milliseconds, where the pure-Python json5 took a second.
+    """
+    import json
 
     try:
-        value = _parse_fast(text)
-        if value is _json5.UNSURE:
-            import json5  # the reference parser: slow, but it decides and words the errors
-
-            value = json5.loads(text)
-    except (_json5.TooDeep, RecursionError):
+        return json.loads(text)  # JSON is JSON5 with the same values
+    except RecursionError:
         raise ConfigError([_too_deep_problem()], source) from None
-    except _json5.Invalid as exc:
-        raise ConfigError([_located_problem(text, exc.offset, exc.message)], source) from None
-    except ValueError as exc:
-        raise ConfigError([_syntax_problem(exc)], source) from None
-    return value  # validate_config checks the depth of what the parsers allowed
+    except ValueError:
+        pass
+    import pyjson5
+
+    try:
+        return pyjson5.decode(text, maxdepth=MAX_CONFIG_DEPTH)
+    except pyjson5.Json5NestingTooDeep:
+        raise ConfigError([_too_deep_problem()], source) from None
+    except pyjson5.Json5DecoderException as exc:
+        raise ConfigError([_json5_problem(text, exc)], source) from None
+    except RecursionError:
+        raise ConfigError([_too_deep_problem()], source) from None
+
+
+# pyjson5 says where as "near N" (1-based), names tokens as bytes (b'comma') and characters
+# as code points (U+007d).
+_NEAR = re.compile(r"\s*(?:starting )?near (\d+)")
+_TOKEN_NAME = re.compile(r"b'([^']*)'")
+_CODE_POINT = re.compile(r"U\+([0-9a-fA-F]{4,6})")
+
+
+def _json5_problem(text: str, exc: Exception) -> str:
+    message = str(exc.args[0] if exc.args else exc)
+    near = _NEAR.search(message)
+    message = _TOKEN_NAME.sub(r"'\1'", _NEAR.sub("", message, count=1))
+    message = _CODE_POINT.sub(lambda m: repr(chr(int(m.group(1), 16))), message)
+    if near is None:
+        return f"syntax error: {message}"
+    return _located_problem(text, max(0, int(near.group(1)) - 1), message)
 
 
 def _located_problem(text: str, offset: int, message: str) -> str:
     line = text.count("\n", 0, offset) + 1
     column = offset - text.rfind("\n", 0, offset)
     return f"syntax error at line {line}, column {column}: {message}"
-
-
-def _parse_fast(text: str) -> Any:
-    """Plain JSON with the stdlib parser, else JSON5 rewritten to JSON; ``UNSURE`` if neither."""
-    import json
-
-    from loopwarden import _json5
-
-    try:  # JSON is JSON5 with the same values, and the stdlib parser is in C
-        return json.loads(text)
-    except ValueError:
-        pass
-    return _json5.loads(text, MAX_CONFIG_DEPTH)

@@ -60,15 +60,15 @@ def _parse_value(raw: str) -> Any:
     """A ``--set`` value: JSON5, or the bare word itself."""
     import json
 
-    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading json5
+    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading pyjson5
         return json.loads(raw)
     except ValueError:
         pass
-    import json5
+    import pyjson5
 
     try:
-        return json5.loads(raw)
-    except ValueError:
+        return pyjson5.decode(raw, maxdepth=100)
+    except (pyjson5.Json5Exception, RecursionError):
         return raw
 
 

@@ -16,7 +16,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from loopwarden.hooks._protocol import AGENTS
@@ -125,30 +124,23 @@ def hook_config(path: str | None, overrides: list[str]) -> Any:
     ``hooks install`` and ``hooks status`` check the same inputs strictly.
     """
     from loopwarden.cli._options import apply_overrides
-    from loopwarden.config import effective_config, is_full_config, resolve_config
+    from loopwarden.config import (
+        effective_config,
+        is_full_config,
+        read_config_file,
+        resolve_config,
+    )
 
     block: dict[str, Any] = {}
     if path:
-        raw = read_config_file(Path(path))
+        raw = read_config_file(path)
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")
         block = dict(effective_config(raw, None) if is_full_config(raw) else raw)
     block = apply_overrides(block, overrides)
     block.setdefault("profile", DEFAULT_PROFILE)
     block.setdefault("enabled", True)
     return resolve_config(block)
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """A config file as a dict: JSON first (fast), JSON5 when that fails."""
-    text = path.read_text(encoding="utf-8")
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        import json5
-
-        raw = json5.loads(text)
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")
-    return raw
 
 
 def _describe(exc: BaseException) -> str:
