@@ -357,3 +357,48 @@ def test_hostile_values_hash_the_same_every_time(tool: str, value: Any) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_hostile_values_have_the_defined_text(value: Any) -> None:
     assert stable_stringify(value) == reference(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Sorting by text: prefixes that tie are compared further, in UTF-16 order
+# --------------------------------------------------------------------------------------------
+
+_TAILS = st.text(
+    alphabet=st.sampled_from(["a", "b", '"', "\ue000", "\uffff", "\U0001f600", "\U00010000", "é"]),
+    max_size=4,
+)
+
+
+@given(
+    st.integers(min_value=0, max_value=120),
+    st.lists(st.tuples(_TAILS, st.integers(0, 3)), min_size=1, max_size=6),
+)
+@settings(max_examples=200, deadline=None)
+def test_long_common_prefixes_sort_as_the_definition(length: int, tails: list[Any]) -> None:
+    head = "p" * length
+    value = {
+        "set": frozenset((head + tail, n) for tail, n in tails),
+        "nested": frozenset(frozenset({(head, tail), n}) for tail, n in tails),
+        "keys": {n: [head, tail] for tail, n in tails} | {str(n): head + tail for tail, n in tails},
+    }
+    assert stable_stringify(value) == reference(value)
+
+
+def test_utf16_order_past_the_prefix() -> None:
+    # Code-point order puts U+E000 before U+1F600; UTF-16 order (D83D DE00) puts it after.
+    head = "x" * 100
+    value = frozenset({head + "\ue000", head + "\U0001f600"})
+    assert stable_stringify(value) == f'["{head}\U0001f600","{head}\ue000"]'
+
+
+@given(st.lists(st.text(alphabet="ab\ue000\U0001f600", max_size=6), max_size=6), st.data())
+@settings(max_examples=200, deadline=None)
+def test_rope_compare_is_utf16_order(parts: list[str], data: st.DataObject) -> None:
+    other = data.draw(st.lists(st.text(alphabet="ab\ue000\U0001f600", max_size=6), max_size=6))
+    a, b = "".join(parts), "".join(other)
+    expected = (a.encode("utf-16-be") > b.encode("utf-16-be")) - (
+        a.encode("utf-16-be") < b.encode("utf-16-be")
+    )
+    rope_a = canonical._Rope([canonical._Rope(parts[:2]), *parts[2:]])
+    assert canonical._compare(rope_a, canonical._Rope(other)) == expected
+    assert canonical._compare(a, b) == expected

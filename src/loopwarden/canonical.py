@@ -25,6 +25,7 @@ import math
 import re
 import traceback
 from collections.abc import Callable
+from functools import cmp_to_key
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, ClassVar, Final
 
@@ -195,13 +196,117 @@ _SORTED: Final = 4  # stack item: all children of a _Sorting node are written, s
 _Children = tuple[bool, list[tuple[str, Any]]]  # (is_object, [(prefix text, value)])
 
 
+class _Rope:
+    """Text as a sequence of pieces (str or _Rope), flattened once when the writer is done.
+
+    A sorted node's text is built from its children's texts; joining them into one str at every
+    level would copy a deep child once per enclosing set (quadratic in the nesting depth).
+    """
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+
+
+class _Chunks:
+    """The non-empty str pieces of a text (str or _Rope), in order, without recursion."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self, text: object) -> None:
+        self.stack: list[tuple[list[Any], int]] = [([text], 0)]
+
+    def next(self) -> str:
+        """The next piece, or "" at the end."""
+        stack = self.stack
+        while stack:
+            parts, index = stack.pop()
+            if index == len(parts):
+                continue
+            stack.append((parts, index + 1))
+            piece = parts[index]
+            if isinstance(piece, _Rope):
+                stack.append((piece.parts, 0))
+            elif piece:
+                return str(piece)
+        return ""
+
+
+def _flatten(pieces: list[Any]) -> str:
+    chunks = _Chunks(_Rope(pieces))
+    out: list[str] = []
+    chunk = chunks.next()
+    while chunk:
+        out.append(chunk)
+        chunk = chunks.next()
+    return "".join(out)
+
+
+_PREFIX: Final = 32  # code points of a child's text that its sort key holds
+
+
+def _prefix(text: object) -> tuple[str, bool]:
+    """The first _PREFIX code points of a text, and whether that is the whole text."""
+    if isinstance(text, str):
+        return text[:_PREFIX], len(text) <= _PREFIX
+    chunks = _Chunks(text)
+    parts: list[str] = []
+    size = 0
+    while size < _PREFIX:
+        chunk = chunks.next()
+        if not chunk:
+            return "".join(parts), True
+        parts.append(chunk)
+        size += len(chunk)
+    head = "".join(parts)
+    if len(head) > _PREFIX:
+        return head[:_PREFIX], False
+    return head, not chunks.next()
+
+
+def _compare(a: object, b: object) -> int:
+    """-1, 0 or 1: the order of two texts (str or _Rope) by UTF-16 code units, read lazily.
+
+    Only the common prefix is read, so sorting never copies a whole child's text.
+    """
+    left, right = _Chunks(a), _Chunks(b)
+    x, y = left.next(), right.next()
+    i = j = 0
+    while x and y:
+        m = min(len(x) - i, len(y) - j)
+        u, v = x[i : i + m], y[j : j + m]
+        if u != v:
+            return _first_difference(u, v)
+        i += m
+        j += m
+        if i == len(x):
+            x, i = left.next(), 0
+        if j == len(y):
+            y, j = right.next(), 0
+    return (1 if x else 0) - (1 if y else 0)
+
+
+def _first_difference(u: str, v: str) -> int:
+    """The order of two unequal strs of the same length, by their first differing character."""
+    lo, hi = 0, len(u)  # u[:lo] == v[:lo] and u[:hi] != v[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if u[lo:mid] == v[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return -1 if _utf16_key(u[lo]) < _utf16_key(v[lo]) else 1
+
+
 class _Sorting:
     """A container whose children are ordered by their own canonical text.
 
     That is a set, or a dict with keys equal after str() ({1: x, "1": y}). Each child is written
-    once, in place, and its text captured here; the node's text is then built from the sorted
-    texts. Sorting by a separately computed text instead re-wrote every subtree once per
-    enclosing set: exponential in the nesting depth.
+    once, in place, and its text captured here (as a rope); the node's text is then the sorted
+    children. Sorting by a separately computed text instead re-wrote every subtree once per
+    enclosing set: exponential in the nesting depth. Children are sorted by a short prefix of
+    their text; only children whose prefixes tie are compared further, lazily.
     """
 
     __slots__ = ("keys", "start", "texts", "values")
@@ -209,51 +314,69 @@ class _Sorting:
     def __init__(self, keys: list[str] | None, values: list[Any]) -> None:
         self.keys = keys  # None for a set
         self.values = values
-        self.texts: list[str] = []
+        self.texts: list[object] = []  # str or _Rope
         self.start = 0  # where the children's text begins in the output
 
-    def capture(self, out: list[str]) -> None:
+    def capture(self, out: list[Any]) -> None:
         """Move the text just written for the next child from `out` to `texts`."""
-        if len(out) == self.start + 1:  # a scalar or a sorted node: one piece, nothing to join
+        if len(out) == self.start + 1:  # a scalar or a sorted node: one piece
             self.texts.append(out.pop())
         else:
-            self.texts.append("".join(out[self.start :]))
+            self.texts.append(_Rope(out[self.start :]))
             del out[self.start :]
 
-    def text(self) -> str:
+    def rope(self) -> _Rope:
         """The node's text, children in canonical order."""
-        # ASCII text sorts the same as str as in UTF-16: compare the str, without encoding it.
-        key: Callable[[str], Any] = _utf16_key
-        if all(text.isascii() for text in self.texts):
-            key = _same_text
-        # One join per node: the children's text is copied once into the node's.
         if self.keys is None:
-            ranked = [
-                (_set_rank(value), key(text), text)
-                for value, text in zip(self.values, self.texts, strict=True)
-            ]
-            if not ranked:
-                return "[]"
-            ranked.sort(key=lambda entry: (entry[0], entry[1]))
-            parts = ["["]
-            for _, _, text in ranked:
-                parts.append(text)
+            ranks: list[Any] = [_set_rank(value) for value in self.values]
+            order = _sorted_texts(ranks, self.texts)
+            if not order:
+                return _Rope(["[]"])
+            parts: list[Any] = ["["]
+            for index in order:
+                parts.append(self.texts[index])
                 parts.append(",")
             parts[-1] = "]"  # the last "," closes the list
-            return "".join(parts)
-        items = [(_utf16_key(k), key(t), k, t) for k, t in zip(self.keys, self.texts, strict=True)]
-        items.sort(key=lambda entry: (entry[0], entry[1]))
+            return _Rope(parts)
+        keys = self.keys
+        order = _sorted_texts([_utf16_key(k) for k in keys], self.texts)
         parts = ["{"]
-        for _, _, name, text in items:
-            parts.append(encode_basestring(name) + ":")
-            parts.append(text)
+        for index in order:
+            parts.append(encode_basestring(keys[index]) + ":")
+            parts.append(self.texts[index])
             parts.append(",")
         parts[-1] = "}"  # a dict here has two keys or more: the last "," closes it
-        return "".join(parts)
+        return _Rope(parts)
 
 
-def _same_text(text: str) -> str:
-    return text
+def _sorted_texts(ranks: list[Any], texts: list[object]) -> list[int]:
+    """Indexes of the children by (rank, text): by prefix first, ties compared lazily."""
+    prefixes = [_prefix(text) for text in texts]
+    # ASCII sorts the same as str as in UTF-16: compare the str, without encoding it.
+    ascii_only = all(head.isascii() for head, _ in prefixes)
+    keys = [
+        (rank, head if ascii_only else _utf16_key(head))
+        for rank, (head, _) in zip(ranks, prefixes, strict=True)
+    ]
+    order = sorted(range(len(texts)), key=lambda index: keys[index])
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and keys[order[end]] == keys[order[start]]:
+            end += 1
+        if end - start > 1 and not all(prefixes[index][1] for index in order[start:end]):
+            tied = order[start:end]
+            tied.sort(key=cmp_to_key(_by_text(texts)))
+            order[start:end] = tied
+        start = end
+    return order
+
+
+def _by_text(texts: list[object]) -> Callable[[int, int], int]:
+    def compare(a: int, b: int) -> int:
+        return _compare(texts[a], texts[b])
+
+    return compare
 
 
 def _set_rank(value: object) -> tuple[int, Any]:
@@ -279,7 +402,8 @@ def _stringify_exact(root: object) -> str:
     meeting one of them again is a true cycle and is written as ``"[Circular]"``.
     """
     active: dict[int, object] = {}
-    out: list[str] = []
+    out: list[Any] = []  # str, or a _Rope for a sorted node
+    ropes = False
     stack: list[tuple[int, Any]] = [(_VALUE, root)]
     while stack:
         tag, item = stack.pop()
@@ -288,16 +412,17 @@ def _stringify_exact(root: object) -> str:
         elif tag == _CAPTURE:
             item.capture(out)
         elif tag == _SORTED:
-            out.append(item.text())
+            out.append(item.rope())
+            ropes = True
         elif tag == _LEAVE:
             del active[item]
         else:
             _write_value(item, out, stack, active)
-    return "".join(out)
+    return _flatten(out) if ropes else "".join(out)
 
 
 def _write_value(
-    item: object, out: list[str], stack: list[tuple[int, Any]], active: dict[int, object]
+    item: object, out: list[Any], stack: list[tuple[int, Any]], active: dict[int, object]
 ) -> None:
     """Write a scalar to `out`, or push a container's children (and its end) onto `stack`."""
     try:
