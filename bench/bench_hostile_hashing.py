@@ -3,19 +3,22 @@
 Run from the repository root (in each build):
 
     python -m bench.bench_hostile_hashing
-    python -m bench.bench_hostile_hashing --sizes 500 1000 2000 4000 8000 --repeat 5
+    python -m bench.bench_hostile_hashing --sizes 1000 4000 16000 --repeat 5
 
 For each shape (nested sets, dicts whose keys collide after str(), nested lists, the three mixed,
 wide sets, and a guard's before_tool_call + after_tool_call on nested sets) it times one call at
 growing sizes and prints microseconds per call and per node. It then checks that the time grows
-linearly: from the smallest to the largest size, time per node may grow by at most --slack
-(default 3x; a quadratic writer grows by the size ratio, an exponential one never finishes).
-Exit status 1 when a shape fails the check.
+linearly, up to the log factor of sorting: from the smallest to the largest size, time per node
+may grow by at most --slack (default 3x) times log(largest) / log(smallest). A quadratic writer's
+time per node grows by the size ratio (64x from 500 to 32000), an exponential one never
+finishes. Machine load and the garbage collector (a deep value is many live objects) account
+for the rest. Exit status 1 when a shape fails the check.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -107,7 +110,7 @@ def best_time(call: Callable[[], object], repeat: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000, 8000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 2000, 8000, 32000])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--slack", type=float, default=3.0)
     args = parser.parse_args(argv)
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loopwarden hostile hashing, {build}; best of {args.repeat}; µs per call (µs per node)")
     print(f"{'shape':<20}" + "".join(f"{'n=' + str(n):>18}" for n in sizes) + "   growth")
     failed = []
+    allowed = args.slack * math.log(sizes[-1]) / math.log(sizes[0])
     for name, prepare in SHAPES.items():
         per_node = []
         cells = []
@@ -125,14 +129,15 @@ def main(argv: list[str] | None = None) -> int:
             per_node.append(seconds / n)
             cells.append(f"{seconds * 1e6:>10.0f} ({seconds / n * 1e6:4.2f})")
         growth = per_node[-1] / per_node[0]
-        ok = growth <= args.slack
+        ok = growth <= allowed
         if not ok:
             failed.append(name)
         print(f"{name:<20}" + "".join(f"{c:>18}" for c in cells) + f"   {growth:4.2f}x")
     ratio = sizes[-1] / sizes[0]
     print(
         f"growth = time per node at n={sizes[-1]} / at n={sizes[0]}: linear ~1x, "
-        f"quadratic ~{ratio:.0f}x; allowed <= {args.slack}x"
+        f"n log n ~{math.log(sizes[-1]) / math.log(sizes[0]):.1f}x, quadratic ~{ratio:.0f}x; "
+        f"allowed <= {allowed:.1f}x"
     )
     if failed:
         print("NOT LINEAR: " + ", ".join(failed), file=sys.stderr)

@@ -97,7 +97,7 @@ def hash_tool_outcome(
         return "error:" + digest_stable(text), extract_unknown_tool_name(text)
     if not isinstance(result, dict):
         return (None if result is UNDEFINED else digest_stable(result)), None
-    raw_details = dict.get(result, "details")
+    raw_details = _get(result, "details")
     details: dict[Any, Any] = raw_details if isinstance(raw_details, dict) else {}
     if _is(_get(details, "status"), "blocked") and _is(_get(details, "deniedReason"), "tool-loop"):
         return None, None  # the detector's own veto is never progress
@@ -122,7 +122,7 @@ def _shaped_outcome(
         shaped = _exec_outcome(status, details, result)
         if shaped is not None:
             return shaped
-    action = dict.get(params, "action") if isinstance(params, dict) else None
+    action = _get(params, "action") if isinstance(params, dict) else None
     if tool == "process" and _is(action, "poll"):
         return _process_outcome("poll", details, _content_text(result))
     if tool == "process" and _is(action, "log"):
@@ -142,7 +142,10 @@ def _is(value: object, text: str) -> bool:
 
 def _get(mapping: dict[Any, Any], key: str) -> Any:
     # dict's own get(): a dict subclass is read as what it stores, never through an override,
-    # so the compiled build (which may read the storage directly) and the pure one agree.
+    # so the compiled build (which may read the storage directly) and the pure one agree. The
+    # method call on an exact dict is the compiled build's native lookup.
+    if type(mapping) is dict:
+        return mapping.get(key)
     return dict.get(mapping, key)
 
 
@@ -152,13 +155,13 @@ def _is_send(action: object) -> bool:
 
 def _content_text(result: dict[Any, Any]) -> str:
     """The text items of the result's content, joined with newlines and trimmed (rule 3)."""
-    content = dict.get(result, "content")
+    content = _get(result, "content")
     if not isinstance(content, (list, tuple)):  # a tuple, not list | tuple: no union per call
         return ""
     parts: list[str] = []
     for item in _stored_items(content):
-        if isinstance(item, dict) and isinstance(dict.get(item, "type"), str):
-            text = dict.get(item, "text")
+        if isinstance(item, dict) and isinstance(_get(item, "type"), str):
+            text = _get(item, "text")
             if isinstance(text, str):
                 parts.append(text)
     return js_trim("\n".join(parts))
