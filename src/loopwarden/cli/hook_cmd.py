@@ -16,9 +16,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopwarden.hooks._protocol import AGENTS
+
+if TYPE_CHECKING:
+    from loopwarden.config import ResolvedConfig
 
 DEFAULT_PROFILE = "recommended"
 """The profile the hooks use unless the config names one (why: docs/coding-agents.md)."""
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 def handle(agent: str, text: str, config: str | None, overrides: list[str], db: str | None) -> str:
     """The answer to print for one event (``""``: nothing); failures are logged, never raised."""
     from loopwarden._lazylog import get_logger
-    from loopwarden.hooks._protocol import HookInputError, parse_event
+    from loopwarden.hooks._protocol import HookInputError, handles, parse_event
 
     log = get_logger("loopwarden.hooks")
     try:
@@ -94,7 +97,7 @@ def handle(agent: str, text: str, config: str | None, overrides: list[str], db: 
         log.error("%s; the call proceeds", exc)
         return ""
     if event.kind == "ignored":
-        if not _known(agent, event.name):
+        if not handles(agent, event.name):
             log.error("ignoring hook event %r: loopwarden does not handle it", event.name)
         return ""
     try:
@@ -111,13 +114,7 @@ def handle(agent: str, text: str, config: str | None, overrides: list[str], db: 
         return ""
 
 
-def _known(agent: str, name: str) -> bool:
-    from loopwarden.hooks._protocol import handles
-
-    return handles(agent, name)
-
-
-def hook_config(path: str | None, overrides: list[str]) -> Any:
+def hook_config(path: str | None, overrides: list[str]) -> ResolvedConfig:
     """The resolved config of a hook: the file's block and ``--set``s, over the default profile.
 
     Lenient like the runtime resolution everywhere (invalid values fall back to defaults);

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from loopwarden.cli._options import add_config_options, error_text
 from loopwarden.hooks._install import (
     SettingsError,
     Target,
-    command_program,
+    command_words,
     hook_command,
     install,
     installed,
@@ -251,7 +250,8 @@ def _inspect(target: Target) -> dict[str, Any]:
 
 
 def _command_problems(command: str) -> list[str]:
-    program = command_program(command)
+    words = command_words(command)
+    program = words[0] if words else None
     if program is None or not (os.path.isfile(program) and os.access(program, os.X_OK)):
         return [
             f"the hook's program {program!r} is missing: the CLI cannot run it (Gemini CLI "
@@ -259,7 +259,6 @@ def _command_problems(command: str) -> list[str]:
         ]
     from loopwarden.cli._options import config_block_from_args
 
-    words = shlex.split(command)
     config = _option_values(words, "--config")
     check = argparse.Namespace(
         config=config[0] if config else None, agent=None, overrides=_option_values(words, "--set")

@@ -225,10 +225,9 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def command_program(command: str) -> str | None:
-    """The executable a hook command starts (its first word), when it can be read."""
+def command_words(command: str) -> list[str]:
+    """A hook command split as a shell would (``[]`` when it cannot be read)."""
     try:
-        words = shlex.split(command)
+        return shlex.split(command)
     except ValueError:
-        return None
-    return words[0] if words else None
+        return []
