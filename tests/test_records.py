@@ -274,11 +274,8 @@ def test_a_locked_file_is_logged_and_the_rows_arrive_after_the_lock(
     assert (run.run_id, run.warnings, run.blocks, run.outcome) == ("locked-run", 1, 1, "completed")
 
 
-def test_an_old_schema_is_migrated_keeping_its_rows(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, "loopwarden.records")
-    db = tmp_path / "v1.db"
+def _write_v1_records(db: Path) -> None:
+    """A records file of schema version 1 holding one completed run, 'r-old'."""
     conn = sqlite3.connect(db)
     conn.executescript(_MIGRATIONS[0])
     conn.execute(
@@ -288,6 +285,14 @@ def test_an_old_schema_is_migrated_keeping_its_rows(
     conn.execute("PRAGMA user_version=1")
     conn.commit()
     conn.close()
+
+
+def test_an_old_schema_is_migrated_keeping_its_rows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "loopwarden.records")
+    db = tmp_path / "v1.db"
+    _write_v1_records(db)
     migrated = open_db(db)
     assert migrated.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert migrated.execute("SELECT count(*) FROM sessions").fetchone()[0] == 0
@@ -592,15 +597,7 @@ def _assert_unchanged(directory: Path, before: dict[str, bytes]) -> None:
 
 def test_an_older_schema_is_read_without_migrating(tmp_path: Path) -> None:
     db = tmp_path / "v1.db"
-    conn = sqlite3.connect(db)
-    conn.executescript(_MIGRATIONS[0])
-    conn.execute(
-        "INSERT INTO runs (session, run_key, first_seen, last_seen, outcome) "
-        "VALUES ('old', 'r-old', 1.0, 2.0, 'completed')"
-    )
-    conn.execute("PRAGMA user_version=1")
-    conn.commit()
-    conn.close()
+    _write_v1_records(db)
     before = _snapshot(tmp_path)
     listed = _cli("list", "--db", str(db), "--output", "json")
     assert listed.returncode == 0, listed.stderr
