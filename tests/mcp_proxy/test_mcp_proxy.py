@@ -211,11 +211,15 @@ def test_server_requests_to_the_client_are_forwarded(counter: Path) -> None:
             listed = await session.call_tool("roots", {})
         assert texts(answered) == ["forty-two"] and questions == ["meaning?"]
         assert texts(listed) == ["file:///work/project"]
-        # A client without sampling support: the server gets a clear error, not a hang.
-        async with connect(proxy_argv(), env_for(counter)) as session:
-            refused = await session.call_tool("ask_model", {"question": "again?"})
-        assert refused.isError
-        assert "does not support sampling/createMessage" in texts(refused)[0]
+        # A client without sampling support: the server gets the client's own refusal, as
+        # it does without the proxy (the proxy claims no capability the client lacks).
+        refusals = []
+        for argv in ([sys.executable, str(SERVER)], proxy_argv()):
+            async with connect(argv, env_for(counter)) as session:
+                refusals.append(await session.call_tool("ask_model", {"question": "again?"}))
+        direct, refused = refusals
+        assert refused.isError and dumped(refused) == dumped(direct)
+        assert "Sampling not supported" in texts(refused)[0]
 
     run(body)
 
@@ -713,17 +717,37 @@ def proc_fs() -> None:
 
 @pytest.mark.usefixtures("proc_fs")
 def test_server_that_never_initializes_fails_within_connect_timeout(counter: Path) -> None:
+    from mcp import types
+
     token = f"loopwarden-silent-{uuid.uuid4().hex}"
-    done = subprocess.run(
-        proxy_argv("--connect-timeout=1", server=_silent_server(token)),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=LIMIT,
-        check=False,
+    init = types.InitializeRequestParams(
+        protocolVersion=types.LATEST_PROTOCOL_VERSION,
+        capabilities=types.ClientCapabilities(),
+        clientInfo=types.Implementation(name="raw-test", version="0"),
     )
-    assert done.returncode == 1
-    assert "no answer to 'initialize' within 1 s" in done.stderr
+    request = types.JSONRPCRequest(jsonrpc="2.0", id=1, method="initialize", params=dumped(init))
+    # The client's initialize is forwarded when it comes (the proxy never initializes a server
+    # on its own): stdin stays open until the proxy has given up and exited.
+    proc = subprocess.Popen(
+        proxy_argv("--connect-timeout=1", server=_silent_server(token)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(_jsonrpc_line(request))
+        proc.stdin.flush()
+        proc.wait(timeout=LIMIT)
+        stdout, stderr = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait(timeout=LIMIT)
+        proc.stdin.close()
+    assert proc.returncode == 1
+    assert "no answer to 'initialize' within 1 s" in stderr.decode()
+    answer = json.loads(stdout)
+    assert answer["id"] == 1 and "no answer to 'initialize'" in answer["error"]["message"]
     assert _wait_for(lambda: not _pids_with(token)), "silent server left running"
 
 
@@ -880,11 +904,11 @@ def test_http_downstream_restarted_server_is_reconnected(counter: Path, http_por
             servers[0].wait(timeout=10)
             down = await session.call_tool("echo", {"text": "down"})
             servers.append(_start_http_server(port, counter))
-            await anyio.sleep(Downstream.RETRY_AFTER)  # past the failed restart's back-off
+            await anyio.sleep(RETRY_AFTER)  # past the failed restart's back-off
             after = await session.call_tool("pid", {})
         assert down.isError and "not available" in texts(down)[0]
         assert not after.isError and texts(after) != texts(before)
 
-    from loopwarden.mcp_proxy._downstream import Downstream
+    from loopwarden.mcp_proxy._proxy import RETRY_AFTER
 
     run(body)

@@ -3,7 +3,8 @@
     loopwarden mcp-proxy [--config FILE] [--agent ID] [--set K=V]... [--events FILE] -- COMMAND...
     loopwarden mcp-proxy [options] --url URL [--header "Name: value"]...
 
-The ``mcp`` SDK is imported only when the command runs (``pip install 'loopwarden[mcp]'``).
+The stdio path needs no MCP SDK; ``--url`` uses the SDK's streamable-HTTP transport
+(``pip install 'loopwarden[mcp]'``), imported only then.
 """
 
 from __future__ import annotations
@@ -171,13 +172,15 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
         config, notices = config_from_args(args, default_enabled=True)
     except (ValueError, ConfigError) as exc:
         return _fail(error_text(exc), escaped=True)
-    try:
-        import anyio
+    from loopwarden.guard import LoopGuard
+    from loopwarden.mcp_proxy import DownstreamSpec, ProxyOptions, run
 
-        from loopwarden.guard import LoopGuard
-        from loopwarden.mcp_proxy import DownstreamSpec, ProxyOptions, serve
-    except ImportError as exc:
-        return _fail(f"the mcp extra is missing ({exc}): pip install 'loopwarden[mcp]'")
+    if args.url:
+        from loopwarden.mcp_proxy._http import sdk_problem
+
+        problem = sdk_problem()
+        if problem is not None:
+            return _fail(problem)
     for notice in notices:
         _log.info("config: %s", notice)
     options = ProxyOptions(
@@ -187,7 +190,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
     )
     guard = LoopGuard(config, agent_id=args.agent)
     try:
-        code: int = anyio.run(serve, guard, options)
+        code = run(guard, options)
     except OSError as exc:  # the events file could not be opened
         return _fail(str(exc))
     return code

@@ -1,50 +1,34 @@
-"""The downstream half of the proxy: one MCP client session to the wrapped server.
+"""The downstream half of the proxy: a byte link to the wrapped server.
 
-The session lives in its own supervisor task, so a server that crashes, closes its pipe or
-speaks garbage can only fail *that* task: the proxy keeps answering its client with a clear
-error instead of dying or hanging. Every request goes through :meth:`Downstream.request`,
-which bounds it by a timeout, fails it as soon as the server is gone, and tells the server
-when a request is abandoned (the SDK itself does not send ``notifications/cancelled``).
+A :class:`Link` carries whole JSON-RPC messages as bytes (one message per ``send``/``receive``,
+without the newline), never parsing them: the relay decides what to look at. The stdio link
+starts the server as a child process in its own process group, relays its stderr (keeping the
+last lines to explain an early exit) and stops the whole group on close. The streamable-HTTP
+link (:mod:`loopwarden.mcp_proxy._http`) uses the MCP SDK's transport, imported only when a URL
+is given, so the stdio path needs no SDK at all.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
-
-import anyio
-import anyio.abc
-import httpx
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import types
-from mcp.client.session import (
-    ClientSession,
-    ElicitationFnT,
-    ListRootsFnT,
-    MessageHandlerFnT,
-    SamplingFnT,
-)
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import McpError
-from mcp.shared.message import SessionMessage
-from pydantic import BaseModel, ValidationError
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
-_ResultT = TypeVar("_ResultT", bound=BaseModel)
-_ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
-_WriteStream = MemoryObjectSendStream[SessionMessage]
+CHUNK = 1 << 20
+"""Bytes read per call: large messages arrive in pieces of at most this size."""
 
-# The SDK's own HTTP defaults: 30 s to connect/write, a long read for held-open SSE streams.
-_HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
+_STDERR_TAIL = 10  # lines of the server's stderr kept to explain an exit
+_STDERR_LINE = 300  # characters kept per stderr line
 
 
 class DownstreamUnavailable(Exception):
@@ -83,280 +67,225 @@ class DownstreamSpec:
         return " ".join(names)
 
 
-@dataclass
-class DownstreamHooks:
-    """Callbacks into the upstream side, late-bound because upstream starts after downstream."""
+class Link(Protocol):
+    """One connection to the wrapped server, carrying whole messages as bytes."""
 
-    message_handler: MessageHandlerFnT | None = None
-    sampling: SamplingFnT | None = None
-    elicitation: ElicitationFnT | None = None
-    list_roots: ListRootsFnT | None = None
+    async def send(self, message: bytes) -> None:
+        """Send one message (no newline); raises :class:`DownstreamUnavailable` when gone."""
 
+    async def receive(self) -> bytes | None:
+        """The next message from the server, or None once the connection has ended."""
 
-@asynccontextmanager
-async def _open_transport(spec: DownstreamSpec) -> AsyncIterator[tuple[_ReadStream, _WriteStream]]:
-    """Open the SDK transport for ``spec``; the stdio child inherits the proxy's environment."""
-    if spec.url is not None:
-        async with (
-            httpx.AsyncClient(headers=dict(spec.headers), timeout=_HTTP_TIMEOUT) as http,
-            streamable_http_client(spec.url, http_client=http) as (read, write, _),
-        ):
-            yield read, write
-        return
-    # Why the full environment: users put API keys in the client's "env" block for the proxy,
-    # and the wrapped server is the one that needs them (the SDK default passes only a few).
-    params = StdioServerParameters(
-        command=spec.command[0], args=list(spec.command[1:]), env=dict(os.environ)
-    )
-    async with stdio_client(params, errlog=sys.stderr) as (read, write):
-        yield read, write
+    async def end_reason(self) -> str:
+        """Why :meth:`receive` returned None, for messages (called once, after the end)."""
+
+    def diagnostics(self) -> str:
+        """Extra lines for the log when the connection ended (the server's last stderr)."""
+
+    async def close(self) -> None:
+        """End the connection and stop what was started for it (idempotent)."""
 
 
-class Downstream:
-    """One client session to the wrapped server, with liveness tracking and reconnection.
+class LineReader:
+    """Newline-delimited messages from a byte stream, read in chunks.
 
-    When the server goes away, the next request starts a fresh session (a new process for a
-    command, a new HTTP session for a URL), so a crash or a dropped remote session costs the
-    requests in flight, not the rest of the client's connection. A failed restart is not
-    retried for :data:`RETRY_AFTER` seconds, so a server that cannot start fails fast.
+    Why not ``StreamReader.readline``: its limit must exceed the largest message, and a
+    stream buffer that large stops applying backpressure. Here the stream keeps a small
+    buffer; only the message being assembled grows, once, with one join at its end.
     """
 
-    RETRY_AFTER = 5.0
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self._stream = stream
+        self._parts: list[bytes] = []
+        self._ready: deque[bytes] = deque()
 
-    def __init__(self, spec: DownstreamSpec, hooks: DownstreamHooks) -> None:
+    async def next(self) -> bytes | None:
+        """The next non-blank line without its newline; None at the end of the stream."""
+        ready = self._ready
+        while not ready:
+            chunk = await self._stream.read(CHUNK)
+            if not chunk:
+                tail = b"".join(self._parts)
+                self._parts.clear()
+                return tail if tail and not tail.isspace() else None
+            self._split(chunk)
+        return ready.popleft()
+
+    def _split(self, chunk: bytes) -> None:
+        parts, ready = self._parts, self._ready
+        start = 0
+        end = chunk.find(b"\n")
+        while end >= 0:
+            if parts:
+                parts.append(chunk[start:end])
+                line = b"".join(parts)
+                parts.clear()
+            else:
+                line = chunk[start:end]
+            # isspace() stops at the first JSON byte: no copy of a large line.
+            if line and not line.isspace():
+                ready.append(line)
+            start = end + 1
+            end = chunk.find(b"\n", start)
+        if start < len(chunk):
+            parts.append(chunk[start:] if start else chunk)
+
+
+class StdioLink:
+    """The wrapped server as a child process: its stdin and stdout carry the messages."""
+
+    def __init__(self, spec: DownstreamSpec, process: asyncio.subprocess.Process) -> None:
         self.spec = spec
-        self._hooks = hooks
-        self._session: ClientSession | None = None
-        self.init_result: types.InitializeResult | None = None
-        self.failure: str | None = None
-        self._stop = anyio.Event()
-        self._inflight: set[anyio.CancelScope] = set()
-        self.finished = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._lock = anyio.Lock()
-        self._closing = False
-        self._failed_start_at: float | None = None
+        self._process = process
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin = process.stdin
+        self._lines = LineReader(process.stdout)
+        self._tail: deque[str] = deque(maxlen=_STDERR_TAIL)
+        self._stderr_task = asyncio.ensure_future(self._relay_stderr())
+        self._closed = False
+        self._write_lock = asyncio.Lock()
 
-    # ---------------------------------------------------------------- lifecycle
-    async def start(self, tg: anyio.abc.TaskGroup) -> None:
-        """First connection, supervised in ``tg``; raises :class:`DownstreamUnavailable`."""
-        self._tg = tg
-        await tg.start(self.run)
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Connect, initialize, report ready, then hold the session until closed or failed.
-
-        Before ``started`` a failure raises :class:`DownstreamUnavailable` (the proxy cannot
-        serve at all); afterwards it is recorded in :attr:`failure` and answered per request.
-        """
-        started = False
+    @classmethod
+    async def start(cls, spec: DownstreamSpec) -> StdioLink:
+        """Start the server; raises :class:`DownstreamUnavailable` when it cannot start."""
         try:
-            async with _open_transport(self.spec) as (read, write), anyio.create_task_group() as tg:
-                inbound_send, inbound_recv = anyio.create_memory_object_stream[
-                    SessionMessage | Exception
-                ](0)
-                tg.start_soon(self._relay, read, inbound_send)
-                async with self._client_session(inbound_recv, write) as session:
-                    with anyio.fail_after(self.spec.connect_timeout):
-                        self.init_result = await session.initialize()
-                    self._session = session
-                    started = True
-                    task_status.started()
-                    await self._stop.wait()
-                tg.cancel_scope.cancel()
-        except Exception as exc:
-            reason = _describe_exception(exc, self.spec.connect_timeout)
-            if not started:
-                self.failure = f"could not start the MCP server {self.spec.describe()!r}: {reason}"
-                raise DownstreamUnavailable(self.failure) from exc
-            self._fail(f"the connection failed ({reason})")
-        finally:
-            self._session = None
-            self._fail("the proxy closed the connection")
-            self.finished.set()
-
-    def close(self) -> None:
-        """Ask the supervisor to shut the session (and the child process) down, for good."""
-        self._closing = True
-        self._stop.set()
-
-    async def _reconnect(self) -> None:
-        """Replace a failed session with a new one (one attempt at a time)."""
-        async with self._lock:
-            if self.failure is None or self._closing or self._tg is None:
-                return  # reconnected meanwhile, shutting down, or never started
-            failed_at = self._failed_start_at
-            if failed_at is not None and anyio.current_time() - failed_at < self.RETRY_AFTER:
-                return
-            await self.finished.wait()  # the old supervisor is done with the shared state
-            previous = self.failure
-            self.failure, self._stop, self.finished = None, anyio.Event(), anyio.Event()
-            try:
-                await self._tg.start(self.run)
-            except DownstreamUnavailable as exc:
-                self._failed_start_at = anyio.current_time()
-                self.failure = f"{previous}; restarting it failed: {exc}"
-                _log.error("%s", self.failure)
-                return
-            self._failed_start_at = None
-            _log.warning("reconnected to the MCP server %s (%s)", self.spec.describe(), previous)
-
-    def _client_session(self, read: _ReadStream, write: _WriteStream) -> ClientSession:
-        hooks = self._hooks
-        return ClientSession(
-            read,
-            write,
-            sampling_callback=hooks.sampling,
-            elicitation_callback=hooks.elicitation,
-            list_roots_callback=hooks.list_roots,
-            message_handler=self._on_message,
-            client_info=types.Implementation(name="loopwarden-mcp-proxy", version=_version()),
-        )
-
-    async def _relay(self, source: _ReadStream, sink: MemoryObjectSendStream[Any]) -> None:
-        """Pass server messages to the session; the end of the stream means the server is gone."""
-        async with sink:
-            try:
-                async for message in source:
-                    await sink.send(message)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass
-            # Mark the failure before the session sees the stream end, so waiting requests
-            # report "the server exited" rather than a bare "Connection closed".
-            self._fail("it closed the connection (the process exited or the server went away)")
-
-    def _fail(self, reason: str) -> None:
-        if self.failure is not None:
-            return
-        self.failure = reason
-        if not self._stop.is_set():
-            _log.error("downstream MCP server %s: %s", self.spec.describe(), reason)
-        for scope in list(self._inflight):
-            scope.cancel()
-        self._stop.set()
-
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, Exception):
-            # Privacy: the offending line may hold tool output, so only its kind is logged.
-            _log.error(
-                "downstream MCP server %s sent a message that is not valid JSON-RPC (%s)",
-                self.spec.describe(),
-                type(message).__name__,
+            # Why a new session: the whole process group (npx, a shell, node...) can be
+            # stopped at the end, and a Ctrl-C meant for the client does not hit it first.
+            # The child inherits the proxy's environment: users put API keys in the client's
+            # "env" block, and the wrapped server is the one that needs them.
+            process = await asyncio.create_subprocess_exec(
+                *spec.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=CHUNK,
             )
-            return
-        handler = self._hooks.message_handler
-        if handler is not None:
-            await handler(message)
-
-    # ---------------------------------------------------------------- requests
-    async def request(
-        self, request: types.ClientRequest, result_type: type[_ResultT], *, timeout: float | None
-    ) -> _ResultT:
-        """Send ``request`` and return the typed result.
-
-        Raises :class:`McpError` when the server answers with a JSON-RPC error, and
-        :class:`DownstreamUnavailable` when it is gone or silent for ``timeout`` seconds.
-        """
-        if self.failure is not None:
-            await self._reconnect()
-        session = self._live_session()
-        # Why peek: ClientSession numbers requests synchronously from this counter and does not
-        # tell the server when a request is abandoned; knowing the id lets us cancel it there.
-        downstream_id: int | None = getattr(session, "_request_id", None)
-        scope = anyio.CancelScope()
-        self._inflight.add(scope)
-        done = False
-        try:
-            with scope, anyio.move_on_after(timeout) as timer:
-                result = await session.send_request(request, result_type)
-                done = True
-        except McpError as exc:
-            done = True
-            if exc.error.code == types.CONNECTION_CLOSED and self.failure is not None:
-                raise DownstreamUnavailable(self._gone()) from exc
-            raise
-        except ValidationError as exc:
-            done = True
-            raise DownstreamUnavailable(self._malformed(exc)) from None
-        finally:
-            self._inflight.discard(scope)
-            if not done:
-                await self._cancel_remote(session, downstream_id)
-        if done:
-            return result
-        if timer.cancelled_caught and self.failure is None:
+        except FileNotFoundError as exc:
             raise DownstreamUnavailable(
-                f"the MCP server {self.spec.describe()!r} did not answer within {timeout:g} s"
-            )
-        raise DownstreamUnavailable(self._gone())
+                f"could not start the MCP server {spec.describe()!r}: command not found "
+                f"({exc.filename or spec.command[0]}); check the command and your PATH"
+            ) from None
+        except OSError as exc:
+            raise DownstreamUnavailable(
+                f"could not start the MCP server {spec.describe()!r}: {exc.strerror or exc}"
+            ) from None
+        return cls(spec, process)
 
-    async def notify(self, notification: types.ClientNotification) -> None:
-        """Forward a client notification; dropped (logged) when the server is gone."""
-        session = self._session
-        if session is None or self.failure is not None:
-            _log.debug("dropping %s: downstream is not connected", type(notification.root).__name__)
-            return
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self._process.pid
+
+    async def send(self, message: bytes) -> None:
+        """Write one message and a newline; waits only when the pipe is backed up."""
+        stdin = self._stdin
+        if self._closed or stdin.is_closing():
+            raise DownstreamUnavailable("its stdin is closed")
+        stdin.write(message)
+        stdin.write(b"\n")
+        if stdin.transport.get_write_buffer_size() > CHUNK:
+            async with self._write_lock:
+                try:
+                    await stdin.drain()
+                except (ConnectionError, RuntimeError) as exc:
+                    raise DownstreamUnavailable(f"writing to it failed ({exc})") from None
+
+    async def receive(self) -> bytes | None:
+        """The next line from the server's stdout."""
+        return await self._lines.next()
+
+    async def end_reason(self) -> str:
+        """The exit status, once the process has exited (it is stopped if it lingers)."""
         try:
-            await session.send_notification(notification)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            _log.debug("dropping notification: downstream stream closed")
+            code = await asyncio.wait_for(self._process.wait(), 2.0)
+        except asyncio.TimeoutError:
+            await self.close()
+            return "it closed the connection (its stdout; the process was stopped)"
+        return f"it closed the connection (the process exited with {_exit_text(code)})"
 
-    def _live_session(self) -> ClientSession:
-        if self.failure is not None or self._session is None:
-            raise DownstreamUnavailable(self._gone())
-        return self._session
+    def diagnostics(self) -> str:
+        """The last lines the server wrote to stderr (already passed through to ours)."""
+        if not self._tail:
+            return ""
+        return "; its last stderr lines: " + " | ".join(self._tail)
 
-    def _malformed(self, exc: ValidationError) -> str:
-        # Privacy: the location of the first problem only, never the offending values.
-        errors = exc.errors(include_url=False, include_input=False)
-        where = ".".join(str(part) for part in errors[0]["loc"]) if errors else "?"
-        return (
-            f"the MCP server {self.spec.describe()!r} sent a malformed answer "
-            f"({len(errors)} problem(s), first at '{where}': {errors[0]['msg'] if errors else ''})"
-        )
-
-    def _gone(self) -> str:
-        reason = self.failure or "it is not connected"
-        return f"the MCP server {self.spec.describe()!r} is not available: {reason}"
-
-    async def _cancel_remote(self, session: ClientSession, request_id: int | None) -> None:
-        """Tell the server to stop working on an abandoned request (best effort, bounded)."""
-        if request_id is None or self.failure is not None:
+    async def close(self) -> None:
+        """Close stdin, give the server 2 s to exit, then stop its process group."""
+        if self._closed:
             return
-        note = types.ClientNotification(
-            types.CancelledNotification(
-                params=types.CancelledNotificationParams(
-                    requestId=request_id, reason="abandoned by loopwarden mcp-proxy"
-                )
-            )
-        )
-        with (
-            anyio.CancelScope(shield=True),
-            anyio.move_on_after(2.0),
-            suppress(anyio.ClosedResourceError, anyio.BrokenResourceError),
-        ):
-            await session.send_notification(note)
+        self._closed = True
+        process = self._process
+        if process.returncode is None:
+            try:
+                self._stdin.close()
+                await asyncio.wait_for(process.wait(), 2.0)
+            except asyncio.TimeoutError:
+                _kill_group(process.pid, signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(process.wait(), 2.0)
+                except asyncio.TimeoutError:
+                    _kill_group(process.pid, signal.SIGKILL)
+                    await process.wait()
+            except (ConnectionError, OSError):  # pragma: no cover - the pipe broke meanwhile
+                pass
+        # Helpers the server started (npx starts node) must not outlive it.
+        _kill_group(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self._stderr_task, 2.0)
+        except (asyncio.TimeoutError, asyncio.CancelledError):  # pragma: no cover
+            self._stderr_task.cancel()
+
+    async def _relay_stderr(self) -> None:
+        """Pass the server's stderr through to ours, keeping its last lines."""
+        stream = self._process.stderr
+        assert stream is not None
+        target = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+        partial = b""
+        while True:
+            chunk = await stream.read(1 << 16)
+            if not chunk:
+                break
+            if target is not None:
+                try:
+                    target.write(chunk)
+                    target.flush()
+                except (OSError, ValueError):  # our stderr is gone: keep the tail anyway
+                    target = None
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()[-4096:]
+            for line in lines:
+                text = line.decode("utf-8", "replace").strip()
+                if text:
+                    self._tail.append(text[:_STDERR_LINE])
+        if partial.strip():
+            self._tail.append(partial.decode("utf-8", "replace").strip()[:_STDERR_LINE])
 
 
-def _describe_exception(exc: BaseException, connect_timeout: float) -> str:
-    """One readable line for a transport failure (exception groups unwrapped)."""
-    # Exception groups (anyio task groups) are unwrapped by duck typing: the builtin only
-    # exists from Python 3.11.
-    inner = getattr(exc, "exceptions", None)
-    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
-        exc = inner[0]
-        inner = getattr(exc, "exceptions", None)
-    if isinstance(exc, TimeoutError):
-        return f"no answer to 'initialize' within {connect_timeout:g} s"
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found ({exc.filename or exc}); check the command and your PATH"
-    if isinstance(exc, McpError):
-        return f"it answered with an error: {exc.error.message}"
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "an unknown status"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
 
 
-def _version() -> str:
-    from loopwarden._version import __version__
+def _kill_group(pid: int, signum: int) -> None:
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere only the process itself
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if killpg is not None:
+            killpg(pid, signum)
+        else:  # pragma: no cover - Windows
+            os.kill(pid, signum)
 
-    return __version__
+
+async def open_link(spec: DownstreamSpec) -> Link:
+    """Start a stdio server or open an HTTP session; raises :class:`DownstreamUnavailable`."""
+    if spec.url is None:
+        return await StdioLink.start(spec)
+    from loopwarden.mcp_proxy._http import HttpLink
+
+    return await HttpLink.start(spec)

@@ -1,22 +1,22 @@
-"""What the guard needs from an MCP ``tools/call`` and what the client gets back.
+"""Everything between an MCP ``tools/call`` and the :class:`~loopwarden.LoopGuard`.
 
-Pure helpers (no I/O but the events file): read loopwarden's ``_meta`` keys, turn a
-``CallToolResult`` into the outcome the guard hashes, and turn a guard decision into a
-``CallToolResult`` for the client.
+:class:`CallGuard` is the only place the proxy talks to the guard: one guard session per client
+connection, the runs it saw, the batches of concurrent calls, and the calls in flight. The rest
+are pure helpers over plain JSON data (no SDK): read loopwarden's ``_meta`` keys, check and read
+a ``CallToolResult``, and build the proxy's own results (blocks, stops, failures).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from mcp import types
-
 from loopwarden.canonical import UNDEFINED
 from loopwarden.events import LoopEvent
-from loopwarden.guard import Decision
+from loopwarden.guard import Decision, LoopGuard
 
 RUN_ID_KEY = "loopwarden/runId"
 """``_meta`` key of a ``tools/call`` naming the agent run the call belongs to."""
@@ -27,20 +27,106 @@ COMPACTED_KEY = "loopwarden/compacted"
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
 
-def read_meta(
-    meta: types.RequestParams.Meta | None,
-) -> tuple[str | None, bool, types.RequestParams.Meta | None]:
-    """Split a request's ``_meta`` into (run id, compacted, the ``_meta`` to forward).
+@dataclass
+class ToolCall:
+    """One ``tools/call`` the guard let through, until its outcome is recorded."""
 
-    loopwarden's own keys are removed before forwarding: the wrapped server has no use for
-    them. A wrongly typed value is ignored with a warning on stderr, never sent to the model,
+    call_id: str
+    name: str
+    args: Any
+    run: str
+    batch: str
+    warning: str | None
+
+
+class CallGuard:
+    """The guard's view of one client connection.
+
+    Batches: a call that arrives while no call of the connection is in flight starts a new
+    batch; calls that arrive while others are in flight join it (the model issued them
+    together). A call leaves the flight when its outcome is recorded or it is abandoned.
+    """
+
+    def __init__(self, guard: LoopGuard, session: str) -> None:
+        self.guard = guard
+        self.session = session
+        self.connection_run = session  # the run of calls whose _meta names none
+        self._runs: set[str] = set()
+        self._in_flight = 0
+        self._batches = 0
+
+    def before(self, call_id: str, params: dict[str, Any]) -> tuple[Decision, ToolCall, bool]:
+        """Check one call; returns the decision, the call, and whether ``params`` changed.
+
+        ``params`` loses loopwarden's ``_meta`` keys in place (the server has no use for
+        them); the caller re-encodes the request only when the flag says so.
+        """
+        run_id, compacted, changed = strip_meta(params)
+        run = run_id or self.connection_run
+        if run not in self._runs:
+            self._runs.add(run)
+            self.guard.start_run(self.session, run)
+        if compacted:
+            self.guard.on_compaction_retry(self.session, run_id=run)
+        name = params.get("name")
+        args = params.get("arguments")
+        args = {} if args is None else args
+        if self._in_flight == 0:
+            self._batches += 1
+        batch = f"{self.session}-{self._batches}"
+        decision = self.guard.before_tool_call(
+            self.session, str(name), args, run_id=run, tool_call_id=call_id
+        )
+        warning = decision.message if decision.action == "warn" else None
+        call = ToolCall(call_id, str(name), args, run, batch, warning)
+        if decision.allowed:
+            self._in_flight += 1
+        return decision, call, changed
+
+    def after(self, call: ToolCall, *, result: Any = UNDEFINED, error: Any = None) -> list[str]:
+        """Record the outcome; returns the notes for the model (warning, stop reason)."""
+        self._in_flight = max(0, self._in_flight - 1)
+        after = self.guard.after_tool_call(
+            self.session,
+            call.name,
+            call.args,
+            result=result,
+            error=error,
+            run_id=call.run,
+            tool_call_id=call.call_id,
+        )
+        notes = [call.warning] if call.warning else []
+        if after.action == "stop" and after.message:
+            notes.append(after.message)
+        return notes
+
+    def abandon(self, call: ToolCall) -> None:
+        """The client cancelled the call: it leaves the flight with no outcome recorded."""
+        self._in_flight = max(0, self._in_flight - 1)
+
+    def end_runs(self) -> None:
+        """Close every run record of this connection (once)."""
+        runs, self._runs = sorted(self._runs), set()
+        for run in runs:
+            self.guard.end_run(self.session, run, outcome="disconnected")
+
+
+def strip_meta(params: dict[str, Any]) -> tuple[str | None, bool, bool]:
+    """Take loopwarden's keys out of ``params["_meta"]``: (run id, compacted, changed).
+
+    A wrongly typed value is ignored with a warning on stderr, never sent to the model,
     since only the client's configuration (not the model) can fix it.
     """
-    if meta is None:
-        return None, False, None
-    extra = dict(meta.model_extra or {})
-    raw_run = extra.pop(RUN_ID_KEY, None)
-    raw_compacted = extra.pop(COMPACTED_KEY, None)
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or (RUN_ID_KEY not in meta and COMPACTED_KEY not in meta):
+        return None, False, False
+    meta = dict(meta)
+    raw_run = meta.pop(RUN_ID_KEY, None)
+    raw_compacted = meta.pop(COMPACTED_KEY, None)
+    if meta:
+        params["_meta"] = meta
+    else:
+        del params["_meta"]
     run_id: str | None = None
     if isinstance(raw_run, str) and raw_run.strip():
         run_id = raw_run.strip()
@@ -48,49 +134,62 @@ def read_meta(
         _log.warning(
             "ignoring _meta[%r]: expected a non-empty string, got %s",
             RUN_ID_KEY,
-            type(raw_run).__name__,
+            _json_type(raw_run),
         )
     if raw_compacted is not None and not isinstance(raw_compacted, bool):
         _log.warning(
             "ignoring _meta[%r]: expected true or false, got %s",
             COMPACTED_KEY,
-            type(raw_compacted).__name__,
+            _json_type(raw_compacted),
         )
-    if meta.progressToken is not None:
-        extra["progressToken"] = meta.progressToken
-    forwarded = types.RequestParams.Meta.model_validate(extra) if extra else None
-    return run_id, raw_compacted is True, forwarded
+    return run_id, raw_compacted is True, True
 
 
-def outcome_of(result: types.CallToolResult) -> tuple[Any, Any]:
+def _json_type(value: Any) -> str:
+    return type(value).__name__
+
+
+def result_problem(result: Any) -> str | None:
+    """Where a ``CallToolResult`` breaks the schema, or None; never quotes a value (privacy)."""
+    if not isinstance(result, dict):
+        return "the result is not an object"
+    content = result.get("content")
+    if not isinstance(content, list):
+        return "first problem at 'content': expected a list"
+    for index, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"first problem at 'content.{index}': expected an object with a 'type'"
+    for key, kind in (("isError", bool), ("structuredContent", dict), ("_meta", dict)):
+        if result.get(key) is not None and not isinstance(result[key], kind):
+            return f"first problem at {key!r}: wrong type"
+    return None
+
+
+def outcome_of(result: dict[str, Any]) -> tuple[Any, Any]:
     """(result, error) for ``after_tool_call``: an ``isError`` result counts as an error.
 
     Why an error: servers report unknown tools and failures as ``isError`` results with the
     message as text ("Unknown tool: x"), which is what the unknown-tool detector reads.
     """
-    data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if not result.isError:
-        return data, None
+    if not result.get("isError"):
+        return result, None
     text = "\n".join(
-        block.text for block in result.content if isinstance(block, types.TextContent)
+        block["text"]
+        for block in result["content"]
+        if block.get("type") == "text" and isinstance(block.get("text"), str)
     ).strip()
     return UNDEFINED, text or "tool returned isError without text"
 
 
-def text_result(
-    text: str, *, is_error: bool, meta: dict[str, Any] | None = None
-) -> types.CallToolResult:
+def text_result(text: str, *, is_error: bool, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """A one-text ``CallToolResult`` (the proxy's own answers: blocks, stops, failures)."""
-    return types.CallToolResult.model_validate(
-        {
-            "content": [{"type": "text", "text": text}],
-            "isError": is_error,
-            **({"_meta": meta} if meta else {}),
-        }
-    )
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    if meta:
+        result["_meta"] = meta
+    return result
 
 
-def blocked_call_result(decision: Decision) -> types.CallToolResult:
+def blocked_call_result(decision: Decision) -> dict[str, Any]:
     """The client-facing result of a call the guard blocked; the server never saw the call."""
     blocked = decision.blocked_result or {}
     texts = [
@@ -98,16 +197,14 @@ def blocked_call_result(decision: Decision) -> types.CallToolResult:
         for item in blocked.get("content", [])
         if isinstance(item, dict) and isinstance(item.get("text"), str)
     ] or [decision.message or "blocked by loopwarden"]
-    return types.CallToolResult.model_validate(
-        {
-            "content": [{"type": "text", "text": text} for text in texts],
-            "isError": True,
-            "_meta": {"loopwarden/action": "block", "loopwarden/details": blocked.get("details")},
-        }
-    )
+    return {
+        "content": [{"type": "text", "text": text} for text in texts],
+        "isError": True,
+        "_meta": {"loopwarden/action": "block", "loopwarden/details": blocked.get("details")},
+    }
 
 
-def stopped_call_result(decision: Decision) -> types.CallToolResult:
+def stopped_call_result(decision: Decision) -> dict[str, Any]:
     """The answer to every call of a run the guard stopped (post-compaction loop)."""
     return text_result(
         decision.message or "stopped by loopwarden",
@@ -116,12 +213,10 @@ def stopped_call_result(decision: Decision) -> types.CallToolResult:
     )
 
 
-def with_notes(result: types.CallToolResult, notes: list[str]) -> types.CallToolResult:
+def with_notes(result: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """``result`` with each note appended as an extra text item, so the model sees it."""
-    if not notes:
-        return result
-    extra = [types.TextContent(type="text", text=note) for note in notes]
-    return result.model_copy(update={"content": [*result.content, *extra]})
+    extra = [{"type": "text", "text": note} for note in notes]
+    return {**result, "content": [*result["content"], *extra]}
 
 
 class EventsFile:

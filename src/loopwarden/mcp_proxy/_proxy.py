@@ -1,71 +1,61 @@
-"""The upstream half: serve one MCP client over stdio and forward it to the downstream server.
+"""The relay: one MCP client over stdio, one wrapped server, bytes passed through untouched.
 
-Every client request except ``tools/call`` is forwarded unchanged and its result (or JSON-RPC
-error) returned unchanged; server notifications and server-to-client requests (sampling,
-elicitation, roots) travel the other way. ``tools/call`` goes through the :class:`LoopGuard`.
+Each newline-delimited message is parsed once for its JSON-RPC envelope (``id``, ``method``)
+and forwarded as the bytes it arrived as. Only ``tools/call`` requests and their answers are
+looked into, for the :class:`~loopwarden.LoopGuard`; a call's bytes change only when the guard
+has something to say (loopwarden's ``_meta`` keys removed, a warning appended) or answers it
+itself (block, stop). Everything else, ``initialize`` included, goes through as sent, so each
+side sees exactly what the other offers.
+
+The relay also keeps what the SDK-based proxy did: a timeout per request (the server is told
+to cancel it), clear errors when the server crashes, a fresh server (replaying the client's
+``initialize``) for the next request, and no child process left behind.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 import signal
+import stat
 import sys
 import uuid
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import anyio
-import anyio.abc
-from mcp import types
-from mcp.client.session import ClientSession
-from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
-from mcp.server.stdio import stdio_server
-from mcp.shared.context import RequestContext
-from mcp.shared.exceptions import McpError
-from mcp.shared.session import RequestResponder
-from pydantic import BaseModel
+from typing import Any
 
 from loopwarden.guard import LoopGuard
 from loopwarden.mcp_proxy._downstream import (
-    Downstream,
-    DownstreamHooks,
+    CHUNK,
     DownstreamSpec,
     DownstreamUnavailable,
+    LineReader,
+    Link,
+    open_link,
 )
 from loopwarden.mcp_proxy._guarding import (
+    CallGuard,
     EventsFile,
+    ToolCall,
     blocked_call_result,
     outcome_of,
-    read_meta,
+    result_problem,
     stopped_call_result,
     text_result,
     with_notes,
 )
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
-_ClientContext = RequestContext[ClientSession, Any]
-_R = TypeVar("_R", bound=BaseModel)
-
-# Client requests forwarded as they are, with the result type to parse the answer as. Task
-# requests (experimental, deprecated in the SDK) are not forwarded and the ``tasks``
-# capability is not advertised: a task-augmented call would bypass the guard's accounting.
-_FORWARDED: dict[type[BaseModel], type[BaseModel]] = {
-    types.ListToolsRequest: types.ListToolsResult,
-    types.ListResourcesRequest: types.ListResourcesResult,
-    types.ListResourceTemplatesRequest: types.ListResourceTemplatesResult,
-    types.ReadResourceRequest: types.ReadResourceResult,
-    types.SubscribeRequest: types.EmptyResult,
-    types.UnsubscribeRequest: types.EmptyResult,
-    types.ListPromptsRequest: types.ListPromptsResult,
-    types.GetPromptRequest: types.GetPromptResult,
-    types.CompleteRequest: types.CompleteResult,
-    types.SetLevelRequest: types.EmptyResult,
-}
 
 _PROXY_PREFIX = "loopwarden mcp-proxy: "
+_INTERNAL_ERROR = -32603
+_ABANDONED_KEPT = 1024  # ids of timed-out requests whose late answers are dropped
+
+RETRY_AFTER = 5.0
+"""Seconds a failed restart of the server is not retried (so a broken server fails fast)."""
 
 
 @dataclass(frozen=True)
@@ -77,323 +67,569 @@ class ProxyOptions:
     events_path: Path | None = None
 
 
-class _Proxy:
-    """The per-connection state: one guard session, the runs seen, both peers."""
+def _encode(message: dict[str, Any]) -> bytes:
+    # ASCII escapes: a lone surrogate in a string stays valid JSON and valid UTF-8.
+    return json.dumps(message, separators=(",", ":")).encode("ascii")
+
+
+def _parse(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _key(request_id: Any) -> Any:
+    """A dict key for a JSON-RPC id.
+
+    Why "1" matches 1: servers that echo the id as a string exist, and the SDK clients match
+    such an answer to the numeric request, so the relay must pair them the same way.
+    """
+    if isinstance(request_id, str):
+        text = request_id.strip()
+        if text.isdigit() and str(int(text)) == text:
+            return int(text)
+        return request_id
+    if isinstance(request_id, bool) or not isinstance(request_id, int):
+        return (type(request_id).__name__, repr(request_id))
+    return request_id
+
+
+@dataclass
+class _Generation:
+    """One connection to the server; a restart makes a new one."""
+
+    link: Link
+    number: int
+    alive: bool = True
+    server_requests: set[Any] = field(default_factory=set)  # awaiting the client's answer
+
+
+@dataclass
+class _Pending:
+    """A client request forwarded to the server and not answered yet."""
+
+    request_id: Any
+    method: str
+    generation: _Generation
+    timer: asyncio.TimerHandle | None = None
+    call: ToolCall | None = None
+
+
+class _ClientOut:
+    """The proxy's stdout: whole messages, each written in one go (never interleaved)."""
+
+    def __init__(self, writer: asyncio.StreamWriter | None) -> None:
+        self._writer = writer
+        self._lock = asyncio.Lock()
+        self.closed = False
+
+    async def send(self, message: bytes) -> None:
+        if self.closed:
+            return
+        writer = self._writer
+        if writer is None:  # stdout is a regular file: plain blocking writes
+            try:
+                _write_all(1, message + b"\n")
+            except OSError:
+                self.closed = True
+            return
+        if writer.is_closing():
+            self.closed = True
+            return
+        writer.write(message)
+        writer.write(b"\n")
+        if writer.transport.get_write_buffer_size() > CHUNK:
+            async with self._lock:
+                try:
+                    await writer.drain()
+                except (ConnectionError, RuntimeError):
+                    self.closed = True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Relay:
+    """The per-connection state: the guard, the server connection, requests in flight."""
 
     def __init__(self, guard: LoopGuard, options: ProxyOptions) -> None:
-        self.guard = guard
         self.options = options
-        # Session = this client connection; run = the connection unless _meta names one.
-        self.session = f"mcp-proxy-{uuid.uuid4().hex[:12]}"
-        self.connection_run = self.session
-        self._runs: set[str] = set()
-        self.upstream: ServerSession | None = None
-        self.downstream = Downstream(
-            options.downstream,
-            DownstreamHooks(
-                message_handler=self._from_server,
-                sampling=self._sampling,
-                elicitation=self._elicitation,
-                list_roots=self._list_roots,
-            ),
-        )
+        self.spec = options.downstream
+        self.calls = CallGuard(guard, f"mcp-proxy-{uuid.uuid4().hex[:12]}")
+        self.out = _ClientOut(None)
+        self._loop = asyncio.get_running_loop()
+        self._generation: _Generation | None = None
+        self._generations = 0
+        self._pending: dict[Any, _Pending] = {}
+        self._own: dict[Any, tuple[_Generation, asyncio.Future[dict[str, Any]]]] = {}
+        self._abandoned: OrderedDict[Any, None] = OrderedDict()
+        self._stale: OrderedDict[Any, None] = OrderedDict()
+        self._init: dict[str, Any] | None = None  # the client's initialize, for restarts
+        self._initialized_sent = False
+        self._ready = False  # the server answered the client's first initialize
+        self._failure: str | None = None  # why the server is not available
+        self._failed_restart_at: float | None = None
+        self._restart_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self.exit_code: asyncio.Future[int] = self._loop.create_future()
+        self.closing = False
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Start the server (no ``initialize``: that is the client's to send)."""
+        await self._attach(await open_link(self.spec))
+
+    async def _attach(self, link: Link) -> _Generation:
+        self._generations += 1
+        generation = _Generation(link, self._generations)
+        self._generation = generation
+        self._spawn(self._pump_server(generation))
+        return generation
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def finish(self, code: int) -> None:
+        """End the proxy with ``code`` (the first call wins)."""
+        if not self.exit_code.done():
+            self.exit_code.set_result(code)
+
+    async def shutdown(self) -> None:
+        """Stop the server and every task; close the runs."""
+        self.closing = True
+        for pending in self._pending.values():
+            if pending.timer is not None:
+                pending.timer.cancel()
+        generation = self._generation
+        if generation is not None:
+            await generation.link.close()
+        for task in list(self._tasks):
+            task.cancel()
+        self.calls.end_runs()
+
+    def _gone(self) -> str:
+        reason = self._failure or "it is not connected"
+        return f"the MCP server {self.spec.describe()!r} is not available: {reason}"
 
     # ------------------------------------------------------------ client -> server
-    async def handle(self, message: Any) -> None:
-        """Answer one client request, or forward one client notification."""
-        if isinstance(message, RequestResponder):
-            await self._respond(message)
-        elif isinstance(message, types.ClientNotification):
-            root = message.root
-            if not isinstance(root, types.InitializedNotification | types.CancelledNotification):
-                await self.downstream.notify(_fresh(root, types.ClientNotification))
-        else:
-            _log.error(
-                "the MCP client sent a message that is not valid JSON-RPC (%s)",
-                type(message).__name__,
-            )
+    async def pump_client(self, lines: LineReader) -> None:
+        """Relay the client's messages until it disconnects."""
+        while (line := await lines.next()) is not None:
+            message = _parse(line)
+            if isinstance(message, list):  # a JSON-RPC batch (protocol 2025-03-26)
+                for item in message:
+                    await self._from_client(item, _encode(item) if isinstance(item, dict) else b"")
+            else:
+                await self._from_client(message, line)
+        _log.info("the MCP client disconnected; shutting down")
 
-    async def _respond(self, responder: RequestResponder[Any, Any]) -> None:
-        with responder:
-            try:
-                response = await self._answer(responder)
-            except anyio.get_cancelled_exc_class():
-                # The client cancelled this request: the SDK has already answered it, and its
-                # responder does not swallow the cancellation itself (the SDK's server does the
-                # same check); any other cancellation is the proxy shutting down.
-                if responder.cancelled:
+    async def _from_client(self, message: Any, line: bytes) -> None:
+        if not isinstance(message, dict):
+            # Privacy: the line may hold tool arguments, so only the fact is logged.
+            _log.error("the MCP client sent a message that is not valid JSON-RPC")
+            return
+        method = message.get("method")
+        if isinstance(method, str):
+            if "id" in message:
+                await self._client_request(message, method, line)
+            else:
+                await self._client_notification(message, method, line)
+            return
+        # An answer to a request of the server (sampling, elicitation, roots).
+        key = _key(message.get("id"))
+        generation = self._generation
+        if generation is None or not generation.alive or key in self._stale:
+            _log.debug("dropping an answer meant for a server that has gone")
+            return
+        generation.server_requests.discard(key)
+        await self._to_server(generation, line)
+
+    async def _client_notification(self, message: dict[str, Any], method: str, line: bytes) -> None:
+        if method == "notifications/cancelled":
+            params = message.get("params")
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            pending = self._pending.pop(_key(request_id), None)
+            if pending is not None:
+                # The server may still answer (then the answer is passed on, the client
+                # ignores it); the call leaves the guard's flight without an outcome.
+                self._settle(pending)
+                if pending.call is not None:
+                    self.calls.abandon(pending.call)
+        elif method == "notifications/initialized":
+            self._initialized_sent = True
+        generation = self._generation
+        if generation is None or not generation.alive:
+            _log.debug("dropping %s: the server is not connected", method)
+            return
+        await self._to_server(generation, line)
+
+    async def _client_request(self, message: dict[str, Any], method: str, line: bytes) -> None:
+        request_id = message["id"]
+        if method == "initialize":
+            self._init = message
+        call: ToolCall | None = None
+        if method == "tools/call":
+            params = message.get("params")
+            if isinstance(params, dict) and isinstance(params.get("name"), str):
+                decision, call, changed = self.calls.before(str(request_id), params)
+                if decision.action in ("block", "stop"):
+                    result = (
+                        blocked_call_result(decision)
+                        if decision.action == "block"
+                        else stopped_call_result(decision)
+                    )
+                    await self._answer(request_id, result=result)
                     return
-                raise
-            except Exception:
-                # A bug here must cost one request, not the client's whole connection.
-                _log.exception("failed to handle %s", type(responder.request.root).__name__)
-                response = types.ErrorData(
-                    code=types.INTERNAL_ERROR, message=f"{_PROXY_PREFIX}internal error"
-                )
-            try:
-                await responder.respond(response)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                _log.debug("client went away before the answer to %s", responder.request_id)
-
-    async def _answer(
-        self, responder: RequestResponder[Any, Any]
-    ) -> types.ServerResult | types.ErrorData:
-        request = responder.request.root
-        if isinstance(request, types.PingRequest):
-            return types.ServerResult(types.EmptyResult())
-        if isinstance(request, types.CallToolRequest):
-            return await self._call_tool(request, str(responder.request_id))
-        result_type = _FORWARDED.get(type(request))
-        if result_type is None:
-            return types.ErrorData(
-                code=types.METHOD_NOT_FOUND,
-                message=f"{_PROXY_PREFIX}{request.method} is not forwarded",
-            )
+                if changed:
+                    line = _encode(message)
         try:
-            result = await self.downstream.request(
-                _fresh(request, types.ClientRequest), result_type, timeout=self.options.call_timeout
-            )
-        except McpError as exc:
-            return exc.error
+            generation = await self._live()
         except DownstreamUnavailable as exc:
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"{_PROXY_PREFIX}{exc}")
-        return types.ServerResult(result)  # type: ignore[arg-type]
+            await self._fail_request(request_id, method, call, str(exc))
+            return
+        pending = _Pending(request_id, method, generation, call=call)
+        timeout = self.spec.connect_timeout if method == "initialize" else self.options.call_timeout
+        if timeout is not None:
+            pending.timer = self._loop.call_later(
+                timeout, lambda: self._spawn(self._timed_out(pending, timeout))
+            )
+        self._pending[_key(request_id)] = pending
+        await self._to_server(generation, line)
 
-    async def _call_tool(
-        self, request: types.CallToolRequest, call_id: str
-    ) -> types.ServerResult | types.ErrorData:
-        """``tools/call`` through the guard: block, stop, or forward (with a warning note)."""
-        params = request.params
-        run_id, compacted, forward_meta = read_meta(params.meta)
-        run = run_id or self.connection_run
-        self._ensure_run(run)
-        if compacted:
-            self.guard.on_compaction_retry(self.session, run_id=run)
-        name, args = params.name, params.arguments or {}
-        decision = self.guard.before_tool_call(
-            self.session, name, args, run_id=run, tool_call_id=call_id
-        )
-        if decision.action == "block":
-            return types.ServerResult(blocked_call_result(decision))
-        if decision.action == "stop":
-            return types.ServerResult(stopped_call_result(decision))
-        forwarded = types.CallToolRequest(params=params.model_copy(update={"meta": forward_meta}))
-        outcome = await self._run_tool(forwarded)
-        after = self.guard.after_tool_call(
-            self.session, name, args, **_outcome_kwargs(outcome), run_id=run, tool_call_id=call_id
-        )
-        if isinstance(outcome, types.ErrorData):
-            # A JSON-RPC error passes through unchanged; the warning, if any, is in the logs.
-            return outcome
-        notes = [decision.message] if decision.action == "warn" and decision.message else []
-        if after.action == "stop" and after.message:
-            notes.append(after.message)
-        return types.ServerResult(with_notes(outcome, notes))
-
-    async def _run_tool(
-        self, request: types.CallToolRequest
-    ) -> types.CallToolResult | types.ErrorData:
-        """Forward one call; an unreachable server becomes an ``isError`` result."""
+    async def _to_server(self, generation: _Generation, line: bytes) -> None:
         try:
-            return await self.downstream.request(
-                _fresh(request, types.ClientRequest),
-                types.CallToolResult,
-                timeout=self.options.call_timeout,
-            )
-        except McpError as exc:
-            return exc.error
+            await generation.link.send(line)
         except DownstreamUnavailable as exc:
-            return text_result(f"{_PROXY_PREFIX}{exc}", is_error=True)
-
-    def _ensure_run(self, run: str) -> None:
-        if run not in self._runs:
-            self._runs.add(run)
-            self.guard.start_run(self.session, run)
-
-    def end_runs(self) -> None:
-        """Close every run record of this connection."""
-        for run in sorted(self._runs):
-            self.guard.end_run(self.session, run, outcome="disconnected")
+            _log.debug("could not write to the server: %s", exc)
 
     # ------------------------------------------------------------ server -> client
-    async def _from_server(self, message: Any) -> None:
-        if not isinstance(message, types.ServerNotification):
-            return  # server requests are answered by the session callbacks below
-        upstream = self.upstream
-        if upstream is None:
-            _log.debug("dropping %s: the client is not connected yet", type(message.root).__name__)
-            return
+    async def _pump_server(self, generation: _Generation) -> None:
+        link = generation.link
         try:
-            await upstream.send_notification(_fresh(message.root, types.ServerNotification))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            _log.debug("dropping notification: the client went away")
+            while (line := await link.receive()) is not None:
+                await self._from_server(generation, line)
+            reason = await link.end_reason()
+        except Exception as exc:  # a transport failure: this connection is over
+            reason = f"the connection failed ({type(exc).__name__}: {exc})"
+        await self._lost(generation, reason, link.diagnostics())
 
-    async def _ask_client(
-        self, request: Any, result_type: type[_R], capability: types.ClientCapabilities
-    ) -> _R | types.ErrorData:
-        """Forward a server-to-client request, if the client announced the capability."""
-        upstream = self.upstream
-        method = request.method
-        if upstream is None or not upstream.check_client_capability(capability):
-            return types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message=f"{_PROXY_PREFIX}the MCP client does not support {method}",
+    async def _from_server(self, generation: _Generation, line: bytes) -> None:
+        message = _parse(line)
+        if not isinstance(message, dict):
+            # Privacy: the line may hold tool output, so only the fact is logged.
+            _log.error(
+                "downstream MCP server %s sent a message that is not valid JSON-RPC",
+                self.spec.describe(),
             )
+            return
+        if "method" in message:  # a request or notification of the server: pass it on
+            if "id" in message:
+                generation.server_requests.add(_key(message["id"]))
+            await self.out.send(line)
+            return
+        key = _key(message.get("id"))
+        own = self._own.pop(key, None)
+        if own is not None:
+            if not own[1].done():
+                own[1].set_result(message)
+            return
+        pending = self._pending.pop(key, None)
+        if pending is None:
+            if key in self._abandoned:
+                del self._abandoned[key]
+                _log.debug("dropping a late answer to a request that timed out")
+                return
+            await self.out.send(line)  # e.g. the answer to a request the client cancelled
+            return
+        self._settle(pending)
+        if pending.method == "initialize" and "result" in message:
+            self._ready = True
+        if pending.call is not None:
+            line = self._finish_call(pending.call, message, line)
+        await self.out.send(line)
+
+    def _finish_call(self, call: ToolCall, message: dict[str, Any], line: bytes) -> bytes:
+        """Record a call's outcome; the bytes change only if the model must be told more."""
+        if "result" not in message:
+            error = message.get("error")
+            text = error.get("message") if isinstance(error, dict) else None
+            self.calls.after(call, error=text if isinstance(text, str) else "JSON-RPC error")
+            return line  # a JSON-RPC error passes through unchanged
+        result = message["result"]
+        problem = result_problem(result)
+        if problem is not None:
+            text = f"the MCP server {self.spec.describe()!r} sent a malformed answer ({problem})"
+            _log.error("%s", text)
+            self.calls.after(call, error=text)
+            return _encode(
+                _response(message.get("id"), text_result(_PROXY_PREFIX + text, is_error=True))
+            )
+        value, error = outcome_of(result)
+        notes = self.calls.after(call, result=value, error=error)
+        if not notes:
+            return line
+        return _encode({**message, "result": with_notes(result, notes)})
+
+    # ------------------------------------------------------------ failures
+    async def _lost(self, generation: _Generation, reason: str, diagnostics: str) -> None:
+        """The server's connection ended: fail what waited on it, remember why."""
+        generation.alive = False
+        for key in generation.server_requests:
+            _remember(self._stale, key)
+        for key, (owner, future) in list(self._own.items()):
+            if owner is generation:
+                del self._own[key]
+                if not future.done():
+                    future.set_exception(DownstreamUnavailable(reason))
+        if self.closing:
+            return
+        await generation.link.close()
+        if generation is not self._generation:
+            return
+        self._failure = reason
+        _log.error("downstream MCP server %s: %s%s", self.spec.describe(), reason, diagnostics)
+        if not self._ready:
+            _log.error(
+                "%scould not start the MCP server %r: %s%s",
+                _PROXY_PREFIX,
+                self.spec.describe(),
+                reason,
+                diagnostics,
+            )
+        for key, pending in list(self._pending.items()):
+            if pending.generation is generation:
+                del self._pending[key]
+                self._settle(pending)
+                await self._fail_request(pending.request_id, pending.method, pending.call, "")
+        if not self._ready:
+            self.finish(1)
+
+    async def _timed_out(self, pending: _Pending, timeout: float) -> None:
+        key = _key(pending.request_id)
+        if self._pending.get(key) is not pending:
+            return
+        del self._pending[key]
+        _remember(self._abandoned, key)
+        if pending.method == "initialize" and not self._ready:
+            text = (
+                f"could not start the MCP server {self.spec.describe()!r}: "
+                f"no answer to 'initialize' within {timeout:g} s"
+            )
+            _log.error("%s%s", _PROXY_PREFIX, text)
+            await self._answer_error(pending.request_id, _PROXY_PREFIX + text)
+            self.finish(1)
+            return
+        text = f"the MCP server {self.spec.describe()!r} did not answer within {timeout:g} s"
+        await self._fail_request(pending.request_id, pending.method, pending.call, text)
+        cancel = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {
+                "requestId": pending.request_id,
+                "reason": "abandoned by loopwarden mcp-proxy",
+            },
+        }
+        if pending.generation.alive:
+            await self._to_server(pending.generation, _encode(cancel))
+
+    async def _fail_request(
+        self, request_id: Any, method: str, call: ToolCall | None, reason: str
+    ) -> None:
+        """Answer a request the server cannot: ``isError`` for a call, else a JSON-RPC error."""
+        text = _PROXY_PREFIX + (reason or self._gone())
+        if call is not None:
+            self.calls.after(call, error=text)
+            await self._answer(request_id, result=text_result(text, is_error=True))
+        else:
+            await self._answer_error(request_id, text)
+
+    def _settle(self, pending: _Pending) -> None:
+        if pending.timer is not None:
+            pending.timer.cancel()
+
+    async def _answer(self, request_id: Any, *, result: dict[str, Any]) -> None:
+        await self.out.send(_encode(_response(request_id, result)))
+
+    async def _answer_error(self, request_id: Any, text: str) -> None:
+        error = {"code": _INTERNAL_ERROR, "message": text}
+        await self.out.send(_encode({"jsonrpc": "2.0", "id": request_id, "error": error}))
+
+    # ------------------------------------------------------------ restarts
+    async def _live(self) -> _Generation:
+        """The current connection, or a fresh one when the server has gone."""
+        generation = self._generation
+        if generation is not None and generation.alive:
+            return generation
+        async with self._restart_lock:
+            generation = self._generation
+            if generation is not None and generation.alive:
+                return generation
+            failed_at = self._failed_restart_at
+            if failed_at is not None and self._loop.time() - failed_at < RETRY_AFTER:
+                raise DownstreamUnavailable(self._gone())
+            crash = (self._failure or "").split("; restarting it failed: ")[0]
+            try:
+                generation = await self._restart()
+            except DownstreamUnavailable as exc:
+                self._failed_restart_at = self._loop.time()
+                self._failure = f"{crash}; restarting it failed: {exc}"
+                _log.error("%s", self._failure)
+                raise DownstreamUnavailable(self._gone()) from None
+            self._failed_restart_at = None
+            self._failure = None
+            _log.warning("reconnected to the MCP server %s (%s)", self.spec.describe(), crash)
+            return generation
+
+    async def _restart(self) -> _Generation:
+        """Start the server again and replay the client's ``initialize`` to it."""
+        generation = await self._attach(await open_link(self.spec))
+        if self._init is None:
+            return generation
+        request_id = f"loopwarden-mcp-proxy-{uuid.uuid4().hex}"
+        future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        self._own[_key(request_id)] = (generation, future)
+        await self._to_server(generation, _encode({**self._init, "id": request_id}))
+        timeout = self.spec.connect_timeout
+        name = self.spec.describe()
         try:
-            return await upstream.send_request(types.ServerRequest(request), result_type)
-        except McpError as exc:
-            return exc.error
-
-    async def _sampling(
-        self, context: _ClientContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        result_type: type[types.CreateMessageResult | types.CreateMessageResultWithTools] = (
-            types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
-        )
-        return await self._ask_client(
-            types.CreateMessageRequest(params=params),
-            result_type,
-            types.ClientCapabilities(sampling=types.SamplingCapability()),
-        )
-
-    async def _elicitation(
-        self, context: _ClientContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        return await self._ask_client(
-            types.ElicitRequest(params=params),
-            types.ElicitResult,
-            types.ClientCapabilities(elicitation=types.ElicitationCapability()),
-        )
-
-    async def _list_roots(self, context: _ClientContext) -> types.ListRootsResult | types.ErrorData:
-        return await self._ask_client(
-            types.ListRootsRequest(),
-            types.ListRootsResult,
-            types.ClientCapabilities(roots=types.RootsCapability()),
-        )
+            answer = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            await generation.link.close()
+            raise DownstreamUnavailable(
+                f"could not start the MCP server {name!r}: "
+                f"no answer to 'initialize' within {timeout:g} s"
+            ) from None
+        except DownstreamUnavailable as exc:
+            raise DownstreamUnavailable(f"could not start the MCP server {name!r}: {exc}") from None
+        if "result" not in answer:
+            await generation.link.close()
+            raise DownstreamUnavailable(
+                f"could not start the MCP server {name!r}: it answered 'initialize' with an error"
+            )
+        if self._initialized_sent:
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await self._to_server(generation, _encode(note))
+        return generation
 
 
-def _outcome_kwargs(outcome: types.CallToolResult | types.ErrorData) -> dict[str, Any]:
-    """``result=``/``error=`` keyword arguments of ``after_tool_call`` for a call's outcome."""
-    if isinstance(outcome, types.ErrorData):
-        return {"error": outcome.message}
-    value, failure = outcome_of(outcome)
-    return {"result": value, "error": failure}
+def _response(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def _fresh(message: BaseModel, root: type[_R]) -> _R:
-    """A copy of a received request or notification fit for sending: ``method`` and ``params``.
+def _remember(seen: OrderedDict[Any, None], key: Any) -> None:
+    seen[key] = None
+    if len(seen) > _ABANDONED_KEPT:
+        seen.popitem(last=False)
 
-    Why: the SDK parses incoming messages with extra fields allowed, so the received model
-    still carries the JSON-RPC envelope (``jsonrpc``, ``id``), which must not be sent again.
+
+# ---------------------------------------------------------------- the process
+async def _open_stdio() -> tuple[LineReader, asyncio.StreamWriter | None, list[int]]:
+    """Our stdin as a message reader and stdout as a writer, non-blocking where possible.
+
+    Pipes and sockets (what MCP clients give) are watched by the event loop; anything else
+    (a file, ``/dev/null``, which epoll refuses) is read by a thread and written blocking.
+    Returns the fds switched to non-blocking mode, to switch back at the end: they may be
+    shared with the parent.
     """
-    data = message.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return root.model_validate({key: data[key] for key in ("method", "params") if key in data})
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=CHUNK, loop=loop)
+    switched = [fd for fd in (0, 1) if _pollable(fd) and os.get_blocking(fd)]
+    if _pollable(0):
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+            os.fdopen(0, "rb", closefd=False),
+        )
+    else:
+        _spawn_file_reader(loop, reader)
+    writer: asyncio.StreamWriter | None = None
+    if _pollable(1):
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(loop=loop),
+            os.fdopen(1, "wb", closefd=False),
+        )
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return LineReader(reader), writer, switched
 
 
-def _init_options(init: types.InitializeResult) -> InitializationOptions:
-    """Present the downstream server's identity and capabilities to the client as they are."""
-    capabilities = init.capabilities.model_copy(update={"tasks": None})
-    return InitializationOptions(
-        server_name=init.serverInfo.name,
-        server_version=init.serverInfo.version,
-        capabilities=capabilities,
-        instructions=init.instructions,
-        website_url=init.serverInfo.websiteUrl,
-        icons=init.serverInfo.icons,
-    )
+def _pollable(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class _Stopper:
-    """Where a termination signal lands: the scope of whatever phase the proxy is in."""
+def _spawn_file_reader(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+    import threading
 
-    def __init__(self) -> None:
-        self.scope: anyio.CancelScope | None = None
-        self.signals: list[int] = []
+    def pump() -> None:
+        while chunk := os.read(0, CHUNK):
+            loop.call_soon_threadsafe(reader.feed_data, chunk)
+        loop.call_soon_threadsafe(reader.feed_eof)
 
-    def stop(self, signum: int) -> None:
-        _log.info("received signal %d; shutting down", signum)
-        self.signals.append(signum)
-        if self.scope is not None:
-            self.scope.cancel()
+    threading.Thread(target=pump, name="loopwarden-stdin", daemon=True).start()
 
 
 async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
     """Run the proxy until the client disconnects; returns the process exit code."""
-    proxy = _Proxy(guard, options)
     events = EventsFile(options.events_path) if options.events_path else None
     unsubscribe = guard.subscribe(events) if events else None
-    stopper = _Stopper()
+    relay = Relay(guard, options)
+    switched: list[int] = []
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals, stopper)
-            code = await _start_and_serve(proxy, tg, stopper)
-            tg.cancel_scope.cancel()  # the signal watcher
+        _watch_signals(relay)
+        try:
+            await relay.start()
+        except DownstreamUnavailable as exc:
+            _log.error("%s%s", _PROXY_PREFIX, exc)
+            return 1
+        lines, writer, switched = await _open_stdio()
+        relay.out = _ClientOut(writer)
+        client = asyncio.ensure_future(relay.pump_client(lines))
+        client.add_done_callback(lambda _: relay.finish(0))
+        code = await relay.exit_code
+        client.cancel()
+        await relay.shutdown()
+        if writer is not None:
+            writer.close()
         return code
     finally:
-        proxy.end_runs()
+        relay.calls.end_runs()
+        for fd in switched:
+            os.set_blocking(fd, True)
         if unsubscribe:
             unsubscribe()
         if events:
             events.close()
 
 
-async def _start_and_serve(proxy: _Proxy, tg: anyio.abc.TaskGroup, stopper: _Stopper) -> int:
-    with anyio.CancelScope() as startup:
-        stopper.scope = startup
-        try:
-            # Cancelled by a signal, the SDK's process cleanup kills the server it started.
-            await proxy.downstream.start(tg)
-        except DownstreamUnavailable as exc:
-            _log.error("%s%s", _PROXY_PREFIX, exc)
-            return 1
-    if startup.cancelled_caught:
-        return 0
-    assert proxy.downstream.init_result is not None
-    await _serve_upstream(proxy, _init_options(proxy.downstream.init_result), stopper)
-    return 0
-
-
-async def _serve_upstream(proxy: _Proxy, init: InitializationOptions, stopper: _Stopper) -> None:
-    """Serve the client over stdio; on EOF or a signal, shut the downstream server down."""
-    async with stdio_server() as (read, write), ServerSession(read, write, init) as upstream:
-        proxy.upstream = upstream
-        try:
-            async with anyio.create_task_group() as tg:
-                stopper.scope = tg.cancel_scope
-                async for message in upstream.incoming_messages:
-                    tg.start_soon(proxy.handle, message)
-                _log.info("the MCP client disconnected; shutting down")
-                tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                proxy.downstream.close()
-                await proxy.downstream.finished.wait()
-            if stopper.signals:
-                _exit_now(proxy)
-
-
-async def _watch_signals(stopper: _Stopper) -> None:
+def _watch_signals(relay: Relay) -> None:
     """Turn SIGTERM/SIGINT/SIGHUP into an orderly shutdown (the server is stopped too)."""
+    loop = asyncio.get_running_loop()
     wanted = [signal.SIGTERM, signal.SIGINT]
     if hasattr(signal, "SIGHUP"):
         wanted.append(signal.SIGHUP)
-    try:
-        with anyio.open_signal_receiver(*wanted) as received:
-            async for signum in received:
-                stopper.stop(signum)
-    except NotImplementedError:  # Windows event loops: the client's pipe close still works
-        _log.debug("signal handling is not available on this platform")
+
+    def received(signum: int) -> None:
+        _log.info("received signal %d; shutting down", signum)
+        relay.finish(0)
+
+    for signum in wanted:
+        try:
+            loop.add_signal_handler(signum, received, signum)
+        except (NotImplementedError, RuntimeError):  # Windows: the pipe close still works
+            _log.debug("signal handling is not available on this platform")
+            return
 
 
-def _exit_now(proxy: _Proxy) -> None:
-    """Leave at once after a signal, the downstream server already stopped.
-
-    Why: the SDK reads stdin in a worker thread that cannot be interrupted, so an orderly
-    return would wait until the client closes the pipe, which a client that sent a signal may
-    never do.
-    """
-    proxy.end_runs()
-    logging.shutdown()
+def run(guard: LoopGuard, options: ProxyOptions) -> int:
+    """Run :func:`serve` in a fresh event loop."""
+    code = asyncio.run(serve(guard, options))
     sys.stderr.flush()
-    os._exit(0)
+    return code

@@ -1,0 +1,183 @@
+"""The streamable-HTTP downstream: the MCP SDK's transport (1.x or 2.x), no SDK session.
+
+Only the transport is used: it handles HTTP, SSE streams and the session header, while the
+messages stay the client's own (``initialize`` included). Each message is parsed into the
+SDK's JSON-RPC model to hand it to the transport, and dumped back with only the fields it
+arrived with. The SDK is imported when a URL is given, never on the stdio path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable
+
+_log = logging.getLogger("loopwarden.mcp_proxy")
+
+# The SDK's own HTTP defaults: 30 s to connect/write, a long read for held-open SSE streams.
+_CONNECT_TIMEOUT = 30.0
+_READ_TIMEOUT = 300.0
+
+
+class _Sdk:
+    """The pieces of the SDK the HTTP link needs, found in whichever major version is there."""
+
+    def __init__(self) -> None:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared.message import SessionMessage
+
+        self.client = streamable_http_client
+        self.session_message = SessionMessage
+        # mcp 2.x: a TypeAdapter over a union, and httpx2; mcp 1.x: a RootModel, and httpx.
+        types = importlib.import_module("mcp.types")
+        adapter = getattr(types, "jsonrpc_message_adapter", None)
+        self.parse: Callable[[bytes], Any]
+        if adapter is not None:
+            self.parse = lambda raw: adapter.validate_json(raw, by_name=False)
+            self.http = importlib.import_module("httpx2")
+        else:
+            self.parse = types.JSONRPCMessage.model_validate_json
+            self.http = importlib.import_module("httpx")
+
+
+def _sdk() -> _Sdk:
+    return _Sdk()
+
+
+def sdk_problem() -> str | None:
+    """Why ``--url`` cannot work with the installed SDK, or None when it can."""
+    try:
+        _sdk()
+    except ImportError as exc:
+        try:
+            from importlib.metadata import version
+
+            installed = f"mcp {version('mcp')} is installed"
+        except Exception:
+            installed = "mcp is not installed"
+        return (
+            f"--url needs the MCP SDK's streamable-HTTP client, which could not be loaded "
+            f"({type(exc).__name__}: {exc}; {installed}). Install a supported SDK with: "
+            "pip install 'loopwarden[mcp]' (mcp 1.24 or later, 1.x or 2.x). Servers started "
+            "over stdio (-- COMMAND) need no SDK."
+        )
+    return None
+
+
+class HttpLink:
+    """One streamable-HTTP session to the server, held open by a task of its own.
+
+    Why a task: the SDK's transport is an anyio context manager that must be entered and left
+    in the same task; the relay talks to it through a queue and the transport's write stream.
+    """
+
+    def __init__(self, spec: DownstreamSpec) -> None:
+        self.spec = spec
+        self._sdk = _sdk()
+        self._incoming: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._write: Any = None
+        self._stop = asyncio.Event()
+        self._reason = "it closed the connection"
+        self._task: asyncio.Future[None] | None = None
+
+    @classmethod
+    async def start(cls, spec: DownstreamSpec) -> HttpLink:
+        """Open the transport; no request is sent until the client's first message."""
+        link = cls(spec)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        link._task = asyncio.ensure_future(link._run(ready))
+        await ready
+        return link
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        sdk = self._sdk
+        timeout = sdk.http.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
+        try:
+            async with (
+                sdk.http.AsyncClient(headers=dict(self.spec.headers), timeout=timeout) as http,
+                sdk.client(str(self.spec.url), http_client=http) as streams,
+            ):
+                read, self._write = streams[0], streams[1]
+                ready.set_result(None)
+                reader = asyncio.ensure_future(self._read(read))
+                stopper = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                reader.cancel()
+        except BaseException as exc:  # the transport's task group failed: the session is over
+            self._reason = f"the connection failed ({_describe(exc)})"
+            if not ready.done():
+                ready.set_exception(
+                    DownstreamUnavailable(
+                        f"could not start the MCP server {self.spec.describe()!r}: {_describe(exc)}"
+                    )
+                )
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._write = None
+            self._incoming.put_nowait(None)
+
+    async def _read(self, read: Any) -> None:
+        async for item in read:
+            if isinstance(item, Exception):
+                # Privacy: the offending body may hold tool output, so only its kind is logged.
+                _log.error(
+                    "downstream MCP server %s sent a message that is not valid JSON-RPC (%s)",
+                    self.spec.describe(),
+                    type(item).__name__,
+                )
+                continue
+            dumped = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+            self._incoming.put_nowait(dumped.encode())
+        self._reason = "it closed the connection (the HTTP session ended)"
+
+    async def send(self, message: bytes) -> None:
+        """Hand one message to the transport (it POSTs it)."""
+        write = self._write
+        if write is None:
+            raise DownstreamUnavailable("the HTTP session is closed")
+        try:
+            parsed = self._sdk.parse(message)
+        except ValueError as exc:
+            raise DownstreamUnavailable(f"the message is not valid JSON-RPC ({exc})") from None
+        try:
+            await write.send(self._sdk.session_message(parsed))
+        except Exception as exc:
+            raise DownstreamUnavailable(f"the HTTP session is closed ({_describe(exc)})") from None
+
+    async def receive(self) -> bytes | None:
+        """The next message the transport received."""
+        return await self._incoming.get()
+
+    async def end_reason(self) -> str:
+        """Why the session ended."""
+        return self._reason
+
+    def diagnostics(self) -> str:
+        """Nothing beyond the reason for HTTP."""
+        return ""
+
+    async def close(self) -> None:
+        """End the session (the SDK sends its DELETE) and wait for the task."""
+        self._stop.set()
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(task), 5.0)
+            task.cancel()
+
+
+def _describe(exc: BaseException) -> str:
+    """One readable line for a transport failure (exception groups unwrapped)."""
+    inner = getattr(exc, "exceptions", None)
+    while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
