@@ -52,6 +52,14 @@ def echo(text: str) -> str:
 
 
 @app.tool()
+def blob(size: int) -> str:
+    """Return ``size`` bytes of text (large results: tests and bench/bench_mcp_proxy.py)."""
+    _count("blob")
+    line = "0123456789abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:-+*/\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+@app.tool()
 def boom() -> str:
     """Always fail with an exception (the server turns it into an isError result)."""
     _count("boom")

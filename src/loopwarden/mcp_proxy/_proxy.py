@@ -35,6 +35,7 @@ from loopwarden.mcp_proxy._downstream import (
     LineReader,
     Link,
     open_link,
+    widen_pipe,
 )
 from loopwarden.mcp_proxy._guarding import (
     CallGuard,
@@ -547,6 +548,9 @@ async def _open_stdio() -> tuple[LineReader, asyncio.StreamWriter | None, list[i
         )
     else:
         _spawn_file_reader(loop, reader)
+    for fd in (0, 1):
+        if _pollable(fd):
+            widen_pipe(fd)
     writer: asyncio.StreamWriter | None = None
     if _pollable(1):
         transport, protocol = await loop.connect_write_pipe(

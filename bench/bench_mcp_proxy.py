@@ -1,0 +1,332 @@
+"""Benchmark: what ``loopwarden mcp-proxy`` adds to a ``tools/call`` over stdio.
+
+Run from the repository root:
+
+    python bench/bench_mcp_proxy.py                  # 1000 interleaved calls per case
+    python bench/bench_mcp_proxy.py --calls 3000 --json out/mcp_proxy.json
+    python bench/bench_mcp_proxy.py --baseline-ref none    # without the old proxy
+
+Three ways to reach the same server (``tests/mcp_proxy/server.py``, the official Python SDK's
+FastMCP over stdio) are measured in one run:
+
+1. **direct**: the server itself;
+2. **proxy**: ``python -m loopwarden mcp-proxy -- python server.py`` from this checkout;
+3. **baseline**: the same command from the proxy as it was before the byte relay (the SDK
+   session pair): its source is taken from git (``--baseline-ref``, by default the parent of
+   the commit that replaced it) into a temporary folder.
+
+The client is a plain JSON-RPC client over pipes in this process (no SDK), so the figures are
+the server's and the proxy's, not a client library's. Detection is on, with OpenClaw's
+defaults; every call has different arguments, so the guard checks each call and never blocks.
+
+**Latency.** After a warm-up, each round makes one ``echo`` call through every case, in a
+rotating order (interleaved: a noisy moment hits all cases alike). The table gives p50/p99 of
+the round-trip time and the added p50/p99 against direct (the difference of the percentiles).
+
+**Large results.** The ``blob`` tool returns 10 MB and 20 MB of text. For each size every case
+is timed ``--large-repeats`` times, interleaved; the table gives the median wall time from
+request to the last byte of the answer, the ratio to direct, and the peak RSS (``VmHWM``) of
+the process the client talks to (the proxy, or the server when direct), read at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = ROOT / "tests" / "mcp_proxy" / "server.py"
+MB = 1_000_000
+
+
+@dataclass
+class Peer:
+    """One started process the client talks JSON-RPC to."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    next_id: int = 1
+    rtts: list[float] = field(default_factory=list)
+    large: dict[int, list[float]] = field(default_factory=dict)
+
+    def request(self, method: str, params: dict[str, Any]) -> tuple[float, int]:
+        """Send one request; (seconds until its answer was read, bytes of the answer)."""
+        stdin, stdout = self._pipes()
+        request_id = self.next_id
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        start = time.perf_counter()
+        stdin.write(line.encode() + b"\n")
+        stdin.flush()
+        while True:
+            answer = stdout.readline()
+            if not answer:
+                raise RuntimeError(f"{self.name}: the process closed its stdout")
+            # Notifications (log messages) may come first; the answer carries our id.
+            if b'"id"' in answer[:64] or b'"id"' in answer[-64:]:
+                elapsed = time.perf_counter() - start
+                message = json.loads(answer)
+                if message.get("id") == request_id:
+                    if "error" in message or message["result"].get("isError"):
+                        raise RuntimeError(f"{self.name}: {method} failed: {answer[:300]!r}")
+                    return elapsed, len(answer)
+
+    def notify(self, method: str) -> None:
+        stdin, _ = self._pipes()
+        stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
+        stdin.flush()
+
+    def peak_rss_mb(self) -> float:
+        """VmHWM of the process (Linux), in MB."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return float("nan")
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / MB
+        return float("nan")
+
+    def close(self) -> None:
+        stdin, _ = self._pipes()
+        stdin.close()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        return self.proc.stdin, self.proc.stdout
+
+
+def start(name: str, argv: list[str], env: dict[str, str]) -> Peer:
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    peer = Peer(name, proc)
+    peer.request(
+        "initialize",
+        {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench_mcp_proxy", "version": "0"},
+        },
+    )
+    peer.notify("notifications/initialized")
+    peer.request("tools/list", {})
+    return peer
+
+
+def baseline_source(ref: str, into: Path) -> Path | None:
+    """Extract ``src/`` of ``ref`` into ``into``; None when git or the ref is missing."""
+    if ref == "none":
+        return None
+    if ref == "auto":
+        # The commit that removed the SDK's ServerSession from the proxy: its parent is the
+        # last proxy built on the SDK session pair.
+        found = subprocess.run(
+            [
+                "git",
+                "log",
+                "-1",
+                "--format=%H",
+                "-S",
+                "from mcp.server.session import ServerSession",
+                "--",
+                "src/loopwarden/mcp_proxy/_proxy.py",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if found.returncode != 0 or not found.stdout.strip():
+            return None
+        ref = found.stdout.strip() + "~1"
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref, "src/loopwarden"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        print(f"baseline: git archive {ref} failed; measuring without it", file=sys.stderr)
+        return None
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=1000, help="measured echo calls per case")
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--sizes", default="10,20", help="large result sizes in MB")
+    parser.add_argument("--large-repeats", type=int, default=3)
+    parser.add_argument("--baseline-ref", default="auto", help="git ref of the old proxy, or none")
+    parser.add_argument(
+        "--no-sdk-client", action="store_true", help="skip the large results via the SDK client"
+    )
+    parser.add_argument("--json", type=Path, help="write the figures here as JSON")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-proxy-") as tmp:
+        base_src = baseline_source(args.baseline_ref, Path(tmp))
+        plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        server = [sys.executable, str(SERVER)]
+        proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *server]
+        peers = [
+            start("direct", server, plain),
+            start("proxy", proxy, {**plain, "PYTHONPATH": str(ROOT / "src")}),
+        ]
+        if base_src is not None:
+            peers.append(start("baseline", proxy, {**plain, "PYTHONPATH": str(base_src)}))
+        try:
+            figures = measure(peers, args)
+        finally:
+            for peer in peers:
+                peer.close()
+        if not args.no_sdk_client:
+            argvs = {
+                "direct": (server, plain),
+                "proxy": (proxy, {**plain, "PYTHONPATH": str(ROOT / "src")}),
+            }
+            if base_src is not None:
+                argvs["baseline"] = (proxy, {**plain, "PYTHONPATH": str(base_src)})
+            figures["sdk_client_large"] = sdk_client_large(argvs, args)
+    report(figures)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def measure(peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:
+    for round_no in range(args.warmup + args.calls):
+        order = peers[round_no % len(peers) :] + peers[: round_no % len(peers)]
+        for peer in order:
+            elapsed, _ = peer.request(
+                "tools/call", {"name": "echo", "arguments": {"text": f"call {round_no}"}}
+            )
+            if round_no >= args.warmup:
+                peer.rtts.append(elapsed)
+    sizes = [int(size) for size in args.sizes.split(",") if size]
+    for size in sizes:
+        for repeat in range(args.large_repeats):
+            order = peers[repeat % len(peers) :] + peers[: repeat % len(peers)]
+            for peer in order:
+                elapsed, length = peer.request(
+                    "tools/call", {"name": "blob", "arguments": {"size": size * MB}}
+                )
+                assert length > size * MB
+                peer.large.setdefault(size, []).append(elapsed)
+    direct = peers[0]
+    figures: dict[str, Any] = {
+        "calls": args.calls,
+        "python": sys.version.split()[0],
+        "cases": {},
+    }
+    for peer in peers:
+        p50, p99 = percentile(peer.rtts, 50) * 1e3, percentile(peer.rtts, 99) * 1e3
+        large = {
+            str(size): {
+                "seconds": statistics.median(times),
+                "vs_direct": statistics.median(times) / statistics.median(direct.large[size]),
+            }
+            for size, times in peer.large.items()
+        }
+        figures["cases"][peer.name] = {
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "added_p50_ms": p50 - percentile(direct.rtts, 50) * 1e3,
+            "added_p99_ms": p99 - percentile(direct.rtts, 99) * 1e3,
+            "large": large,
+            "peak_rss_mb": peer.peak_rss_mb(),
+        }
+    return figures
+
+
+def sdk_client_large(
+    argvs: dict[str, tuple[list[str], dict[str, str]]], args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """Median seconds of one large ``call_tool`` through the official Python client (mcp)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def once(argv: list[str], env: dict[str, str], size: int) -> float:
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+        with open(os.devnull, "w") as quiet:
+            async with (
+                stdio_client(params, errlog=quiet) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                start = time.perf_counter()
+                result = await session.call_tool("blob", {"size": size * MB})
+                elapsed = time.perf_counter() - start
+                assert not result.isError
+                return elapsed
+
+    times: dict[str, dict[int, list[float]]] = {name: {} for name in argvs}
+    sizes = [int(size) for size in args.sizes.split(",") if size]
+    names = list(argvs)
+    for size in sizes:
+        for repeat in range(args.large_repeats):
+            for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
+                argv, env = argvs[name]
+                elapsed = anyio.run(once, argv, env, size)
+                times[name].setdefault(size, []).append(elapsed)
+    return {
+        name: {str(size): statistics.median(values) for size, values in by_size.items()}
+        for name, by_size in times.items()
+    }
+
+
+def report(figures: dict[str, Any]) -> None:
+    print(f"tools/call round trip over stdio, {figures['calls']} interleaved calls per case")
+    print(f"{'case':<10} {'p50 ms':>8} {'p99 ms':>8} {'added p50':>10} {'added p99':>10}")
+    for name, case in figures["cases"].items():
+        print(
+            f"{name:<10} {case['p50_ms']:8.3f} {case['p99_ms']:8.3f}"
+            f" {case['added_p50_ms']:+10.3f} {case['added_p99_ms']:+10.3f}"
+        )
+    print()
+    print("large results: median seconds (x direct); peak RSS of the process the client talks to")
+    for name, case in figures["cases"].items():
+        cells = [
+            f"{size} MB {v['seconds']:6.2f} s ({v['vs_direct']:.2f}x)"
+            for size, v in case["large"].items()
+        ]
+        print(f"{name:<10} " + "   ".join(cells) + f"   peak RSS {case['peak_rss_mb']:.0f} MB")
+    sdk = figures.get("sdk_client_large")
+    if sdk:
+        print()
+        print("large results through the official Python client (mcp ClientSession): median s")
+        for name, by_size in sdk.items():
+            cells = [
+                f"{size} MB {sec:6.2f} s ({sec / sdk['direct'][size]:.2f}x)"
+                for size, sec in by_size.items()
+            ]
+            print(f"{name:<10} " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
