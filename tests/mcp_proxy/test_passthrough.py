@@ -262,7 +262,7 @@ async def everything_scenario(session: Any, seen: Observer) -> None:
 )
 def test_everything_server_is_seen_as_directly(capabilities: tuple[str, ...]) -> None:
     server = [str(npm_server("mcp-server-everything"))]
-    direct, through = compare(server, capabilities, everything_scenario, ["file:///work/project"])
+    _, through = compare(server, capabilities, everything_scenario, ["file:///work/project"])
     init = dict(through.seen)["initialize"]
     assert init["serverInfo"]["title"] == "Everything Reference Server"
     tools = {t["name"] for page in dict(through.seen)["tools"] for t in page["tools"]}
@@ -299,7 +299,7 @@ def test_filesystem_server_uses_the_clients_roots_as_directly(tmp_path: Path) ->
         )
 
     for capabilities in [(), ("roots",)]:
-        direct, through = compare(server, capabilities, scenario, [rooted.as_uri()])
+        _, through = compare(server, capabilities, scenario, [rooted.as_uri()])
         allowed_text = dict(through.seen)["allowed"]["content"][0]["text"]
         # With roots the client's roots replace the command-line folders, as directly.
         assert (str(rooted) in allowed_text) == ("roots" in capabilities)
