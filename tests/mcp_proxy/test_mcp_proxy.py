@@ -31,6 +31,9 @@ from loopwarden.config import resolve_config
 from _support import require_binary, require_module
 
 SERVER = Path(__file__).with_name("server.py")
+# The interpreter that runs the proxy: the mcp 2.x pass of .ci/run points it to a venv with
+# mcp 2.x, while the tests' client and server stay on this interpreter's SDK.
+PROXY_PYTHON = os.environ.get("LOOPWARDEN_TEST_PROXY_PYTHON", sys.executable)
 COUNTER_ENV = "LOOPWARDEN_TEST_COUNTER"
 LIMIT = 60.0  # seconds any single test body may take before it counts as a hang
 
@@ -55,7 +58,7 @@ def executions(counter: Path) -> Counter[str]:
 def proxy_argv(*options: str, server: tuple[str, ...] | None = None) -> list[str]:
     """argv of the proxy wrapping the test server (or ``server``) over stdio."""
     target = server if server is not None else (sys.executable, str(SERVER))
-    return [sys.executable, "-m", "loopwarden", "mcp-proxy", *options, "--", *target]
+    return [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", *options, "--", *target]
 
 
 def env_for(counter: Path) -> dict[str, str]:
@@ -440,21 +443,54 @@ def test_server_that_cannot_restart_gives_clear_errors(counter: Path, tmp_path: 
     assert executions(counter)["echo"] == 0
 
 
-def test_downstream_hang_times_out_with_a_clear_error(counter: Path) -> None:
+def test_downstream_hang_times_out_with_a_clear_error(counter: Path, tmp_path: Path) -> None:
+    errlog_path = tmp_path / "proxy-stderr.txt"
+
     async def body() -> None:
         argv = proxy_argv("--call-timeout=1")
-        async with connect(argv, env_for(counter)) as session:
-            hung = await session.call_tool("hang", {})
-            alive = await session.call_tool("echo", {"text": "still here"})
-            # While still connected (a disconnect would cancel it anyway), the abandoned
-            # request is cancelled at the server: the proxy forwarded notifications/cancelled.
-            with anyio.fail_after(10):
-                while executions(counter)["hang_cancelled"] == 0:
-                    await anyio.sleep(0.05)
+        with errlog_path.open("w") as errlog:
+            async with connect(argv, env_for(counter), errlog=errlog) as session:
+                hung = await session.call_tool("hang", {})
+                alive = await session.call_tool("echo", {"text": "still here"})
+                # While still connected (a disconnect would cancel it anyway), the abandoned
+                # request is cancelled at the server: the proxy forwarded notifications/cancelled.
+                with anyio.fail_after(10):
+                    while executions(counter)["hang_cancelled"] == 0:
+                        await anyio.sleep(0.05)
+                # The server answers the cancelled request late ("Request cancelled"): the
+                # client already has its answer, so the late one is dropped, quietly.
+                after = await session.call_tool("echo", {"text": "after"})
         assert hung.isError and "did not answer within 1 s" in texts(hung)[0]
-        assert texts(alive) == ["still here"]
+        assert texts(alive) == ["still here"] and texts(after) == ["after"]
 
     run(body)
+    log = errlog_path.read_text()
+    assert "not valid JSON-RPC" not in log and "ERROR" not in log, log
+
+
+def test_server_that_exits_at_once_gives_its_status_and_stderr(counter: Path) -> None:
+    script = "import sys; sys.stderr.write('fatal: no API key in MCP_DEMO_KEY\\n'); sys.exit(4)"
+    proc = subprocess.Popen(
+        proxy_argv(server=(sys.executable, "-c", script)),
+        stdin=subprocess.PIPE,  # held open: the proxy must exit on its own
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        code = proc.wait(timeout=LIMIT)
+        assert proc.stdout is not None and proc.stderr is not None
+        stdout, stderr = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait(timeout=LIMIT)
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert code == 1
+    assert "could not start the MCP server" in stderr
+    assert "exited with status 4" in stderr
+    assert "last stderr lines: fatal: no API key in MCP_DEMO_KEY" in stderr
+    assert "BrokenResourceError" not in stderr and stdout == ""
 
 
 def test_downstream_garbage_is_reported_and_the_session_survives(
@@ -530,7 +566,7 @@ def test_invalid_config_file_exits_2_listing_the_problem(tmp_path: Path) -> None
     config = tmp_path / "openclaw.json"
     config.write_text('{tools: {loopDetection: {criticalThreshold: "many"}}}', encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "loopwarden", "mcp-proxy", "--config", str(config), "--", "x"],
+        [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--config", str(config), "--", "x"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -555,7 +591,7 @@ def test_invalid_config_file_exits_2_listing_the_problem(tmp_path: Path) -> None
 )
 def test_bad_arguments_exit_2_with_a_specific_message(argv: list[str], message: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "loopwarden", "mcp-proxy", *argv],
+        [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", *argv],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -828,7 +864,7 @@ def test_http_downstream_lists_and_guards(counter: Path, http_port: Any) -> None
             await direct.initialize()
             direct_tools = dumped(await direct.list_tools())
         argv = [
-            sys.executable,
+            PROXY_PYTHON,
             "-m",
             "loopwarden",
             "mcp-proxy",
@@ -897,7 +933,7 @@ def test_http_downstream_restarted_server_is_reconnected(counter: Path, http_por
     port, servers = http_port
 
     async def body() -> None:
-        argv = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--url", _url(port)]
+        argv = [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--url", _url(port)]
         async with connect(argv, env_for(counter)) as session:
             before = await session.call_tool("pid", {})
             servers[0].kill()

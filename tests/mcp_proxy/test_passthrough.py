@@ -30,6 +30,7 @@ from _support import require_module
 HERE = Path(__file__).resolve().parent
 BIN = HERE / "servers" / "node_modules" / ".bin"
 SERVER = HERE / "server.py"
+PROXY_PYTHON = os.environ.get("LOOPWARDEN_TEST_PROXY_PYTHON", sys.executable)  # see .ci/run
 LIMIT = 90.0
 
 
@@ -54,7 +55,7 @@ def npm_server(name: str) -> Path:
 
 
 def proxied(argv: list[str]) -> list[str]:
-    return [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *argv]
+    return [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--", *argv]
 
 
 def dumped(model: Any) -> Any:
@@ -109,7 +110,7 @@ class Observer:
 
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ServerNotification):
-                self.notifications.append(message.root.method)
+                self.notifications.append(getattr(message, "root", message).method)
 
         async def on_log(params: Any) -> None:
             self.logs.append(dumped(params))
@@ -173,21 +174,22 @@ def compare(argv: list[str], capabilities: tuple[str, ...], scenario: Scenario, 
 
 def _all_pages(session: Any, method: str) -> Callable[[], Awaitable[Any]]:
     """Every page of a listing (the cursor passed back as the server gave it)."""
+    return lambda: _pages(session, method, None)
 
-    async def pages() -> Any:
-        collected, cursor = [], None
-        while True:
-            page = (
-                await getattr(session, method)(cursor)
-                if cursor
-                else await getattr(session, method)()
-            )
-            collected.append(page)
-            cursor = page.nextCursor
-            if not cursor:
-                return _Pages(collected)
 
-    return pages
+async def _pages(session: Any, method: str, cursor: str | None) -> Any:
+    """Pages from ``cursor`` on; the same calls on the mcp 1.x and 2.x clients."""
+    from mcp import types
+
+    collected = []
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await getattr(session, method)(params=params)
+        collected.append(page)
+        # mcp 1.x: nextCursor; mcp 2.x: next_cursor.
+        cursor = getattr(page, "nextCursor", None) or getattr(page, "next_cursor", None)
+        if not cursor:
+            return _Pages(collected)
 
 
 class _Pages:
@@ -208,7 +210,7 @@ async def everything_scenario(session: Any, seen: Observer) -> None:
     await seen.step("prompts", _all_pages(session, "list_prompts"))
     await seen.step("resources", _all_pages(session, "list_resources"))
     await seen.step("templates", _all_pages(session, "list_resource_templates"))
-    await seen.step("bad cursor", lambda: session.list_tools("no-such-cursor"))
+    await seen.step("bad cursor", lambda: _pages(session, "list_tools", "no-such-cursor"))
     await seen.step(
         "read", lambda: session.read_resource("demo://resource/static/document/architecture.md")
     )

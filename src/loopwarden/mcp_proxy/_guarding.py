@@ -37,6 +37,7 @@ class ToolCall:
     run: str
     batch: str
     warning: str | None
+    task: bool = False  # task-augmented (``params.task``): the answer is a task, not a result
 
 
 class CallGuard:
@@ -78,7 +79,7 @@ class CallGuard:
             self.session, str(name), args, run_id=run, tool_call_id=call_id
         )
         warning = decision.message if decision.action == "warn" else None
-        call = ToolCall(call_id, str(name), args, run, batch, warning)
+        call = ToolCall(call_id, str(name), args, run, batch, warning, "task" in params)
         if decision.allowed:
             self._in_flight += 1
         return decision, call, changed

@@ -363,6 +363,11 @@ class Relay:
             self.calls.after(call, error=text if isinstance(text, str) else "JSON-RPC error")
             return line  # a JSON-RPC error passes through unchanged
         result = message["result"]
+        if call.task:
+            # A task-augmented call answers with the task, not the tool's result: recorded as
+            # it is (each task is new, so it never looks like a repeat) and passed through.
+            self.calls.after(call, result=result)
+            return line
         problem = result_problem(result)
         if problem is not None:
             text = f"the MCP server {self.spec.describe()!r} sent a malformed answer ({problem})"
