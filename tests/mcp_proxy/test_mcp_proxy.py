@@ -948,3 +948,29 @@ def test_http_downstream_restarted_server_is_reconnected(counter: Path, http_por
     from loopwarden.mcp_proxy._proxy import RETRY_AFTER
 
     run(body)
+
+
+# ---------------------------------------------------------------------------- large results
+
+
+def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
+    """Multi-megabyte answers: passed on as they arrive, yet a repeat still warns and blocks."""
+    size = 3_000_000  # past the size at which an answer is passed on while it arrives
+    warn, critical = 2, 4
+
+    async def body() -> None:
+        async with connect([sys.executable, str(SERVER)], env_for(counter)) as session:
+            direct = dumped(await session.call_tool("blob", {"size": size}))
+        argv = proxy_argv(f"--set=warningThreshold={warn}", f"--set=criticalThreshold={critical}")
+        async with connect(argv, env_for(counter)) as session:
+            results = [await session.call_tool("blob", {"size": size}) for _ in range(critical + 1)]
+        assert dumped(results[0]) == direct and len(texts(results[0])[0]) == size
+        # Before call k the history holds k-1 identical calls with identical results.
+        assert dumped(results[warn - 1]) == direct  # streamed: nothing to add
+        warned = texts(results[warn])  # the 3rd call: a warning known before it ran
+        assert len(warned) == 2 and warned[0] == texts(results[0])[0]
+        assert warned[1].startswith("WARNING:")
+        assert results[critical].isError and texts(results[critical])[0].startswith("CRITICAL:")
+
+    run(body)
+    assert executions(counter)["blob"] == 1 + critical

@@ -55,6 +55,7 @@ class CallGuard:
         self._runs: set[str] = set()
         self._in_flight = 0
         self._batches = 0
+        self._compacted_runs: set[str] = set()
 
     def before(self, call_id: str, params: dict[str, Any]) -> tuple[Decision, ToolCall, bool]:
         """Check one call; returns the decision, the call, and whether ``params`` changed.
@@ -68,6 +69,7 @@ class CallGuard:
             self._runs.add(run)
             self.guard.start_run(self.session, run)
         if compacted:
+            self._compacted_runs.add(run)
             self.guard.on_compaction_retry(self.session, run_id=run)
         name = params.get("name")
         args = params.get("arguments")
@@ -100,6 +102,14 @@ class CallGuard:
         if after.action == "stop" and after.message:
             notes.append(after.message)
         return notes
+
+    def may_annotate(self, call: ToolCall) -> bool:
+        """Whether the answer to ``call`` may need a note appended (so must be held whole).
+
+        A warning is known before the call; a stop after it can only come from the
+        post-compaction guard, so any run that ever compacted counts (conservatively).
+        """
+        return call.warning is not None or call.run in self._compacted_runs
 
     def abandon(self, call: ToolCall) -> None:
         """The client cancelled the call: it leaves the flight with no outcome recorded."""

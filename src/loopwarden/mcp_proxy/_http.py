@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable
+from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable, Streamer
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
@@ -78,6 +78,8 @@ class HttpLink:
 
     def __init__(self, spec: DownstreamSpec) -> None:
         self.spec = spec
+        self.streamer: Streamer | None = None  # HTTP messages arrive whole
+        self.last_streamed = False
         self._sdk = _sdk()
         self._incoming: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._write: Any = None
