@@ -68,6 +68,7 @@ class _LoopDetectionBlock(_Strict):
     profile: Literal["openclaw", "recommended"] | None = None
     countBlockedCalls: StrictBool | None = None
     stopAfterBlocks: _NonNegativeInt | None = None
+    countPendingCalls: StrictBool | None = None
     normalizeVolatile: StrictBool | None = None
     volatilePatterns: list[str] | None = None  # checked by validate_patterns, one path each
     maxCyclePeriod: _Period | None = None

@@ -44,6 +44,7 @@ RECOMMENDED_PROFILE: dict[str, Any] = {
     "unknownToolThreshold": 3,
     "countBlockedCalls": True,
     "stopAfterBlocks": 2,
+    "countPendingCalls": True,
     "normalizeVolatile": True,
     "detectors": {"consecutiveRepeat": True, "cycle": True, "repeatedError": True},
     "consecutiveWarningThreshold": 3,
@@ -122,6 +123,8 @@ class ResolvedConfig:
     profile: str = "openclaw"
     count_blocked_calls: bool = False
     stop_after_blocks: int = 0  # 0: never stop, every block is only a block
+    # Calls of the current batch still in flight count as repeats (only with a batch given).
+    count_pending_calls: bool = False
     normalize_volatile: bool = False
     volatile_patterns: tuple[str, ...] = ()
     max_cycle_period: int = 4
@@ -174,6 +177,7 @@ class ResolvedConfig:
             profile=self.profile,
             countBlockedCalls=self.count_blocked_calls,
             stopAfterBlocks=self.stop_after_blocks,
+            countPendingCalls=self.count_pending_calls,
             normalizeVolatile=self.normalize_volatile,
             volatilePatterns=list(self.volatile_patterns),
             maxCyclePeriod=self.max_cycle_period,
@@ -298,6 +302,7 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
         "profile": profile if isinstance(profile, str) and profile in PROFILES else "openclaw",
         "count_blocked_calls": block.get("countBlockedCalls") is True,
         "stop_after_blocks": _non_negative_int(block.get("stopAfterBlocks"), 0),
+        "count_pending_calls": block.get("countPendingCalls") is True,
         "normalize_volatile": block.get("normalizeVolatile") is True,
         "volatile_patterns": _resolve_patterns(patterns),
         "max_cycle_period": max(2, _positive_int(block.get("maxCyclePeriod"), 4)),
@@ -461,6 +466,7 @@ _PLAIN_BLOCK: dict[str, _Check] = {
     "profile": lambda v: v is None or (type(v) is str and v in PROFILES),
     "countBlockedCalls": _plain_bool,
     "stopAfterBlocks": _plain_int(0),
+    "countPendingCalls": _plain_bool,
     "normalizeVolatile": _plain_bool,
     "volatilePatterns": _plain_patterns,
     "maxCyclePeriod": _plain_int(2),

@@ -48,7 +48,7 @@ from loopwarden.patterns import (
     scan_limit,
     strongest,
 )
-from loopwarden.store import GuardSession, MemoryStore, RunRecord, SessionStore
+from loopwarden.store import GuardSession, InFlight, MemoryStore, RunRecord, SessionStore
 from loopwarden.stores import StoreUnavailableError
 from loopwarden.volatile import VolatileNormalizer
 
@@ -297,24 +297,33 @@ class LoopGuard:
         *,
         run_id: str | None = None,
         tool_call_id: str | None = None,
+        batch: str | None = None,
     ) -> Decision:
-        """Decide about a call before it runs: allow, warn, block, or stop (stopped run)."""
+        """Decide about a call before it runs: allow, warn, block, or stop (stopped run).
+
+        ``batch`` names the set of calls the model issued in one turn (for example the id of
+        the model message that carries them), when the runtime knows it. Calls of one batch
+        may run concurrently: with ``countPendingCalls`` an identical call still in flight
+        counts as a repeat, and blocks within one batch count as one toward
+        ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
+        """
 
         def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
             events: list[LoopEvent] = []
-            return self._before(state, tool, params, run_id, tool_call_id, events), events
+            call = (tool, params, tool_call_id, batch)
+            return self._before(state, call, run_id, events), events
 
         return self._decide(session, step, f"before {tool}", may_block=True)
 
     def _before(
         self,
         session: GuardSession,
-        tool: str,
-        params: Any,
+        call: tuple[str, Any, str | None, str | None],
         run_id: str | None,
-        tool_call_id: str | None,
         events: list[LoopEvent],
     ) -> Decision:
+        """``call`` is (tool, params, tool_call_id, batch)."""
+        tool, params, tool_call_id, batch = call
         run = normalize_run_id(run_id)
         stop_reason = session.stopped.get(run)
         if stop_reason is not None:
@@ -326,11 +335,16 @@ class LoopGuard:
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
-        verdict = self._verdict(session, tool, params, signature, config, run)
+        in_flight = self._in_flight(session, run, batch, config)
+        pending = 0 if in_flight is None else in_flight.calls.get(signature, 0)
+        verdict = self._verdict(session, tool, params, signature, config, run, pending)
         if verdict.stuck and verdict.level == "critical":
-            call = (tool, params, signature, tool_call_id)
-            return self._block(session, call, run, verdict, config, events)
+            vetoed = (tool, params, signature, tool_call_id)
+            return self._block(session, vetoed, run, verdict, config, events, batch)
         record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
+        if in_flight is not None:
+            in_flight.add(signature)
+            session.keep_run(session.in_flight, run, in_flight)
         if not verdict.stuck:
             return ALLOW
         if not self._should_emit(session, verdict, run, config):
@@ -339,6 +353,22 @@ class LoopGuard:
             self._event(session, run, "warn", verdict=verdict, tool=tool, args_hash=signature)
         )
         return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
+
+    @staticmethod
+    def _in_flight(
+        session: GuardSession, run: str | None, batch: str | None, config: ResolvedConfig
+    ) -> InFlight | None:
+        """The run's calls in flight in ``batch`` (None when pending calls are not counted).
+
+        A new batch replaces the older one's entries: the model issued it after reading the
+        older batch's results, so those calls ended even if their outcomes never came.
+        """
+        if batch is None or not config.count_pending_calls:
+            return None
+        current = session.in_flight.get(run)
+        if current is None or current.batch != batch:
+            return InFlight(batch)  # kept once a call of it is allowed
+        return current
 
     def _config_for(self, tool: str) -> ResolvedConfig:
         """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
@@ -355,8 +385,12 @@ class LoopGuard:
         signature: str,
         config: ResolvedConfig,
         run: str | None,
+        pending: int = 0,
     ) -> Verdict:
-        """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones."""
+        """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones.
+
+        ``pending``: identical calls of the current batch still in flight.
+        """
         if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
             return NOT_STUCK
         verdict = detect(session.state, tool, params, config, run, signature=signature)
@@ -365,7 +399,8 @@ class LoopGuard:
         tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
         streak = session.error_streaks.get(run)
-        return strongest([verdict, *extra_verdicts(tail, tool, signature, poll, streak, config)])
+        extra = extra_verdicts(tail, tool, signature, poll, streak, config, pending)
+        return strongest([verdict, *extra])
 
     def _block(
         self,
@@ -375,6 +410,7 @@ class LoopGuard:
         verdict: Verdict,
         config: ResolvedConfig,
         events: list[LoopEvent],
+        batch: str | None = None,
     ) -> Decision:
         """A critical verdict: block the call, or stop the run when the profile says so.
 
@@ -386,12 +422,7 @@ class LoopGuard:
             session.remember_blocked(tool_call_id)
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
-        blocks = session.block_counts.get(run, 0) + 1
-        session.keep_run(session.block_counts, run, blocks)
-        stops = config.stop_after_blocks > 0 and (
-            blocks >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
-        )
-        if not stops:
+        if not self._stops(session, run, verdict, config, batch):
             events.append(
                 self._event(session, run, "block", verdict=verdict, tool=tool, args_hash=signature)
             )
@@ -405,6 +436,35 @@ class LoopGuard:
             message, detector=str(verdict.detector), count=verdict.count, tool_name=tool
         )
         return Decision("stop", message, verdict, blocked_result(message), error)
+
+    @staticmethod
+    def _stops(
+        session: GuardSession,
+        run: str | None,
+        verdict: Verdict,
+        config: ResolvedConfig,
+        batch: str | None,
+    ) -> bool:
+        """Count one more block of the run; whether it turns into a stop (``stopAfterBlocks``).
+
+        With a batch, the blocks of one batch count as one, and no call of the batch of the
+        run's first block stops the run (not even the circuit breaker, which that batch's own
+        vetoes may reach): the model must read a block before its run is stopped.
+        """
+        count = session.block_counts.get(run, 0)
+        same_batch = (
+            batch is not None
+            and config.stop_after_blocks > 0
+            and session.block_batches.get(run) == batch
+        )
+        if not same_batch:
+            count += 1
+            session.keep_run(session.block_counts, run, count)
+            if batch is not None and config.stop_after_blocks > 0:
+                session.keep_run(session.block_batches, run, batch)
+        if config.stop_after_blocks <= 0 or (same_batch and count == 1):
+            return False
+        return count >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
 
     def _should_emit(
         self, session: GuardSession, verdict: Verdict, run: str | None, config: ResolvedConfig
@@ -433,18 +493,22 @@ class LoopGuard:
         run_id: str | None = None,
         tool_call_id: str | None = None,
         failed: bool | None = None,
+        batch: str | None = None,
     ) -> Decision:
         """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7).
 
         ``failed`` says whether the call failed when the runtime knows (a tool message with an
         error status, an exit code): only the repeated-error detector reads it; when it is None
-        the outcome itself is read for signs of failure.
+        the outcome itself is read for signs of failure. ``batch``: the one the call was
+        decided in, when known (an outcome of an older batch then leaves the current one's
+        count of calls in flight alone).
         """
 
         def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
             events: list[LoopEvent] = []
             outcome = (result, error, failed)
-            decision = self._after(state, tool, params, outcome, run_id, tool_call_id, events)
+            call = (tool, params, tool_call_id, batch)
+            decision = self._after(state, call, outcome, run_id, events)
             return decision, events
 
         return self._decide(session, step, f"after {tool}")
@@ -452,17 +516,22 @@ class LoopGuard:
     def _after(
         self,
         session: GuardSession,
-        tool: str,
-        params: Any,
+        call: tuple[str, Any, str | None, str | None],
         outcome: tuple[Any, Any, bool | None],
         run_id: str | None,
-        tool_call_id: str | None,
         events: list[LoopEvent],
     ) -> Decision:
+        """``call`` is (tool, params, tool_call_id, batch)."""
+        tool, params, tool_call_id, batch = call
         if tool_call_id is not None and tool_call_id in session.blocked_ids:
             return ALLOW
         run = normalize_run_id(run_id)
         config = self.config
+        signature = None
+        in_flight = session.in_flight.get(run)
+        if in_flight is not None and batch in (None, in_flight.batch):
+            signature = call_signature(session.state, tool, params)
+            in_flight.done(signature)
         result, error, failed = outcome
         if failed is None:
             failed = config.detectors.repeated_error and is_failure(result, error)
@@ -478,6 +547,7 @@ class LoopGuard:
             config,
             run,
             send_tools=self.send_tools,
+            signature=signature,
         )
         if config.detectors.repeated_error:
             streak = next_error_streak(

@@ -17,7 +17,7 @@ from typing import Any
 from loopwarden.canonical import UNDEFINED
 from loopwarden.config import ResolvedConfig
 from loopwarden.detectors import Level, Verdict
-from loopwarden.history import ToolCallRecord
+from loopwarden.history import VETO_HASH, ToolCallRecord
 
 
 def scan_limit(config: ResolvedConfig) -> int:
@@ -43,8 +43,17 @@ class Consecutive:
     identical: int = 0
 
 
-def consecutive_repeat(tail: Sequence[ToolCallRecord], signature: str) -> Consecutive:
-    """Measure the unbroken run of ``signature`` at the newest end of the run's history."""
+def consecutive_repeat(
+    tail: Sequence[ToolCallRecord], signature: str, pending: int = 0
+) -> Consecutive:
+    """Measure the unbroken run of ``signature`` at the newest end of the run's history.
+
+    ``pending``: how many of the records without a result are calls of the current batch
+    still in flight (``countPendingCalls``); up to that many such records count as identical
+    repeats, presumed to return the streak's result, as they would have run one at a time.
+    So does a veto recorded before the call had any result (``VETO_HASH``, only possible
+    while identical calls were in flight): it repeats whatever they returned.
+    """
     calls = identical = 0
     latest: str | None = None
     streak_open = True
@@ -52,6 +61,12 @@ def consecutive_repeat(tail: Sequence[ToolCallRecord], signature: str) -> Consec
         if record.args_hash != signature:
             break
         calls += 1
+        presumed = record.result_hash == VETO_HASH or (record.result_hash is None and pending > 0)
+        if streak_open and presumed:
+            if record.result_hash is None:
+                pending -= 1
+            identical += 1
+            continue
         if not streak_open or record.result_hash is None:
             continue
         if latest is None:
@@ -271,15 +286,19 @@ def extra_verdicts(
     poll: bool,
     error_streak: ErrorStreak | None,
     cfg: ResolvedConfig,
+    pending: int = 0,
 ) -> list[Verdict]:
-    """Every verdict of the enabled extra detectors for the next call (stuck ones only)."""
+    """Every verdict of the enabled extra detectors for the next call (stuck ones only).
+
+    ``pending``: identical calls of the current batch in flight (see ``consecutive_repeat``).
+    """
     verdicts: list[Verdict] = []
     switches = cfg.detectors
     if switches.repeated_error:
         verdicts.append(_error_verdict(tool, error_streak, cfg))
     if switches.consecutive_repeat and not poll:
         verdicts.append(
-            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature), cfg)
+            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature, pending), cfg)
         )
     if switches.cycle:
         # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.

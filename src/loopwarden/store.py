@@ -29,6 +29,8 @@ MAX_RUN_EVENTS = 256
 # still has calls in the history, plus the 64 most recently active others: a session's state is
 # bounded by historySize whatever the number of runs it sees.
 MAX_IDLE_RUNS = 64
+# Distinct signatures in flight kept per run (a batch of more distinct calls forgets the oldest).
+MAX_IN_FLIGHT_SIGNATURES = 256
 
 RunKey = str | None
 _T = TypeVar("_T")
@@ -73,6 +75,29 @@ class RunRecord:
 
 
 @dataclass
+class InFlight:
+    """The run's current batch and, per call signature, how many of its calls were allowed
+    and have not reported their outcome yet (``countPendingCalls``)."""
+
+    batch: str
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def add(self, signature: str) -> None:
+        """One more call of ``signature`` in flight (bounded: the oldest signature goes)."""
+        self.calls[signature] = self.calls.get(signature, 0) + 1
+        while len(self.calls) > MAX_IN_FLIGHT_SIGNATURES:
+            del self.calls[next(iter(self.calls))]
+
+    def done(self, signature: str) -> None:
+        """One call of ``signature`` reported its outcome."""
+        left = self.calls.get(signature, 0) - 1
+        if left > 0:
+            self.calls[signature] = left
+        else:
+            self.calls.pop(signature, None)
+
+
+@dataclass
 class GuardSession:
     """Everything the guard keeps for one session: history plus the §6/§7 bookkeeping."""
 
@@ -89,6 +114,10 @@ class GuardSession:
     # Recommended-profile bookkeeping per run: blocks so far, and the repeated-error streak.
     block_counts: dict[RunKey, int] = field(default_factory=dict)
     error_streaks: dict[RunKey, ErrorStreak] = field(default_factory=dict)
+    # Batches (calls the model issued in one turn): the calls in flight of the run's current
+    # batch, and the batch of the run's latest block (blocks of one batch count as one).
+    in_flight: dict[RunKey, InFlight] = field(default_factory=dict)
+    block_batches: dict[RunKey, str] = field(default_factory=dict)
     # Tool-call ids the guard blocked: their outcome must never be recorded.
     blocked_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
@@ -147,18 +176,23 @@ class GuardSession:
 
     def trim_runs(self) -> None:
         """Bound every per-run map (a session restored from an older, unbounded snapshot)."""
-        for per_run in (self.stopped, self.compaction, self.block_counts, self.error_streaks):
+        for per_run in self._per_run_maps():
             self._trim(per_run)
 
-    def forget_run(self, run_id: RunKey) -> None:
-        """Drop everything kept about one run (its record, stop, windows and counters)."""
-        for per_run in (
-            self.runs,
+    def _per_run_maps(self) -> tuple[dict[RunKey, Any], ...]:
+        return (
             self.stopped,
             self.compaction,
             self.block_counts,
             self.error_streaks,
-        ):
+            self.in_flight,
+            self.block_batches,
+        )
+
+    def forget_run(self, run_id: RunKey) -> None:
+        """Drop everything kept about one run (its record, stop, windows and counters)."""
+        self.runs.pop(run_id, None)
+        for per_run in self._per_run_maps():
             per_run.pop(run_id, None)
 
 
@@ -293,6 +327,10 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
         "error_streaks": [
             [run or "", s.tool, s.result_hash, s.count] for run, s in session.error_streaks.items()
         ],
+        "in_flight": [
+            [run or "", f.batch, list(f.calls.items())] for run, f in session.in_flight.items()
+        ],
+        "block_batches": [[run or "", batch] for run, batch in session.block_batches.items()],
     }
 
 
@@ -315,6 +353,12 @@ def restore_session(data: dict[str, Any]) -> GuardSession:
         run or None: ErrorStreak(tool, result_hash, int(count))
         for run, tool, result_hash, count in data.get("error_streaks", [])
     }
+    # Absent from snapshots written before batches existed: nothing in flight, no batch blocked.
+    session.in_flight = {
+        run or None: InFlight(batch, {sig: int(n) for sig, n in calls})
+        for run, batch, calls in data.get("in_flight", [])
+    }
+    session.block_batches = {run or None: batch for run, batch in data.get("block_batches", [])}
     session.trim_runs()
     return session
 
