@@ -87,6 +87,10 @@ class _Proxy:
         self.session = f"mcp-proxy-{uuid.uuid4().hex[:12]}"
         self.connection_run = self.session
         self._runs: set[str] = set()
+        # Batches: a tools/call arriving while none is in flight starts a new one; calls that
+        # arrive while others are in flight join it (the client sent them together).
+        self._calls_in_flight = 0
+        self._batches = 0
         self.upstream: ServerSession | None = None
         self.downstream = Downstream(
             options.downstream,
@@ -170,18 +174,33 @@ class _Proxy:
         if compacted:
             self.guard.on_compaction_retry(self.session, run_id=run)
         name, args = params.name, params.arguments or {}
-        decision = self.guard.before_tool_call(
-            self.session, name, args, run_id=run, tool_call_id=call_id
-        )
-        if decision.action == "block":
-            return types.ServerResult(blocked_call_result(decision))
-        if decision.action == "stop":
-            return types.ServerResult(stopped_call_result(decision))
-        forwarded = types.CallToolRequest(params=params.model_copy(update={"meta": forward_meta}))
-        outcome = await self._run_tool(forwarded)
-        after = self.guard.after_tool_call(
-            self.session, name, args, **_outcome_kwargs(outcome), run_id=run, tool_call_id=call_id
-        )
+        if self._calls_in_flight == 0:
+            self._batches += 1
+        batch = str(self._batches)
+        self._calls_in_flight += 1
+        try:
+            decision = self.guard.before_tool_call(
+                self.session, name, args, run_id=run, tool_call_id=call_id, batch=batch
+            )
+            if decision.action == "block":
+                return types.ServerResult(blocked_call_result(decision))
+            if decision.action == "stop":
+                return types.ServerResult(stopped_call_result(decision))
+            forwarded = types.CallToolRequest(
+                params=params.model_copy(update={"meta": forward_meta})
+            )
+            outcome = await self._run_tool(forwarded)
+            after = self.guard.after_tool_call(
+                self.session,
+                name,
+                args,
+                **_outcome_kwargs(outcome),
+                run_id=run,
+                tool_call_id=call_id,
+                batch=batch,
+            )
+        finally:
+            self._calls_in_flight -= 1
         if isinstance(outcome, types.ErrorData):
             # A JSON-RPC error passes through unchanged; the warning, if any, is in the logs.
             return outcome
