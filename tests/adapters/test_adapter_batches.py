@@ -94,7 +94,7 @@ def _langchain() -> Any:
             yield AIMessage(content="", tool_calls=calls)
         yield AIMessage(content="I give up.")
 
-    def run(per_turn: int, *, use_async: bool) -> Observed:
+    def run(per_turn: int, *, use_async: bool, wait: float) -> Observed:
         observed = Observed()
         guard = LoopGuard(RECOMMENDED)
         observed.watch(guard)
@@ -104,7 +104,7 @@ def _langchain() -> Any:
             async def get_weather(city: str) -> str:
                 """Current weather of a city."""
                 observed.executed()
-                await asyncio.sleep(0.01)  # stays in flight while the turn's other calls start
+                await asyncio.sleep(wait)  # in flight while the turn's other calls start
                 return f"It is 21C in {city}."
 
         else:
@@ -113,7 +113,7 @@ def _langchain() -> Any:
             def get_weather(city: str) -> str:
                 """Current weather of a city."""
                 observed.executed()
-                time.sleep(0.01)  # stays in flight while the pool starts the other calls
+                time.sleep(wait)  # in flight while the pool starts the other calls
                 return f"It is 21C in {city}."
 
         model = Model(messages=script(per_turn), observed=observed)
@@ -134,11 +134,15 @@ def _langchain() -> Any:
     return run
 
 
-@pytest.mark.parametrize("use_async", [False, True], ids=["sync-tools", "async-tools"])
-def test_langchain_turns_of_identical_calls(use_async: bool) -> None:
+@pytest.mark.parametrize(
+    ("use_async", "wait"),
+    [(False, 0.0), (False, 0.01), (True, 0.0), (True, 0.01)],
+    ids=["sync-tools", "slow-sync-tools", "async-tools", "slow-async-tools"],
+)
+def test_langchain_turns_of_identical_calls(use_async: bool, wait: float) -> None:
     run = _langchain()
-    sequential = run(1, use_async=use_async)
-    batched = run(PER_TURN, use_async=use_async)
+    sequential = run(1, use_async=use_async, wait=wait)
+    batched = run(PER_TURN, use_async=use_async, wait=wait)
     assert_recovery_chance(batched, sequential)
 
 
