@@ -74,6 +74,7 @@ class _LoopDetectionBlock(_Strict):
     maxCyclePeriod: _Period | None = None
     consecutiveWarningThreshold: _PositiveInt | None = None
     consecutiveCriticalThreshold: _PositiveInt | None = None
+    consecutiveSilentThreshold: _PositiveInt | None = None
     consecutiveAnyResultThreshold: _PositiveInt | None = None
     repeatedErrorThreshold: _PositiveInt | None = None
     toolPolicies: dict[str, _ToolPolicy] | None = None

@@ -48,7 +48,8 @@ RECOMMENDED_PROFILE: dict[str, Any] = {
     "normalizeVolatile": True,
     "detectors": {"consecutiveRepeat": True, "cycle": True, "repeatedError": True},
     "consecutiveWarningThreshold": 3,
-    "consecutiveCriticalThreshold": 4,
+    "consecutiveCriticalThreshold": 3,
+    "consecutiveSilentThreshold": 4,
     "consecutiveAnyResultThreshold": 50,
     "repeatedErrorThreshold": 6,
     "maxCyclePeriod": 4,
@@ -130,6 +131,8 @@ class ResolvedConfig:
     max_cycle_period: int = 4
     consecutive_warning_threshold: int = 3
     consecutive_critical_threshold: int = 4
+    # For calls whose identical results say nothing (no output); never below the critical one.
+    consecutive_silent_threshold: int = 0
     consecutive_any_result_threshold: int = 50
     repeated_error_threshold: int = 6
     tool_policies: tuple[tuple[str, ToolPolicy], ...] = ()
@@ -140,6 +143,11 @@ class ResolvedConfig:
             if name == tool:
                 return policy
         return None
+
+    @property
+    def silent_threshold(self) -> int:
+        """``consecutiveSilentThreshold`` as it acts: never below the critical threshold."""
+        return max(self.consecutive_silent_threshold, self.consecutive_critical_threshold)
 
     @property
     def detection_enabled(self) -> bool:
@@ -187,6 +195,8 @@ class ResolvedConfig:
             repeatedErrorThreshold=self.repeated_error_threshold,
             toolPolicies={name: p.to_camel() for name, p in self.tool_policies},
         )
+        if self.consecutive_silent_threshold:  # 0: the same as consecutiveCriticalThreshold
+            block["consecutiveSilentThreshold"] = self.consecutive_silent_threshold
         return block
 
 
@@ -311,6 +321,9 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "consecutive_critical_threshold": _positive_int(
             block.get("consecutiveCriticalThreshold"), base.consecutive_critical_threshold
+        ),
+        "consecutive_silent_threshold": _positive_int(
+            block.get("consecutiveSilentThreshold"), base.consecutive_silent_threshold
         ),
         "consecutive_any_result_threshold": _positive_int(
             block.get("consecutiveAnyResultThreshold"), base.consecutive_any_result_threshold
@@ -472,6 +485,7 @@ _PLAIN_BLOCK: dict[str, _Check] = {
     "maxCyclePeriod": _plain_int(2),
     "consecutiveWarningThreshold": _plain_int(1),
     "consecutiveCriticalThreshold": _plain_int(1),
+    "consecutiveSilentThreshold": _plain_int(1),
     "consecutiveAnyResultThreshold": _plain_int(1),
     "repeatedErrorThreshold": _plain_int(1),
     "toolPolicies": _plain_policies,

@@ -42,6 +42,8 @@ from loopwarden.history import (
     record_veto,
 )
 from loopwarden.patterns import (
+    LAST_CHANCE_PREFIX,
+    comparable_outcome,
     extra_verdicts,
     is_failure,
     next_error_streak,
@@ -476,7 +478,9 @@ class LoopGuard:
             if verdict.detector == "consecutive_repeat"
             else config.warning_threshold
         )
-        bucket = verdict.count // threshold
+        # The last-chance warning is given once per call and run, below any bucket of the threshold.
+        last_chance = str(verdict.warning_key).startswith(LAST_CHANCE_PREFIX)
+        bucket = 1 if last_chance else verdict.count // threshold
         if bucket <= session.warning_buckets.get(key, 0):
             return False
         session.remember_bucket(key, bucket)
@@ -537,6 +541,8 @@ class LoopGuard:
             failed = config.detectors.repeated_error and is_failure(result, error)
         if self._normalizer is not None:
             result, error = self._normalizer.normalize(result), self._normalize_error(error)
+            if error is None:
+                result = comparable_outcome(tool, params, result, failed is True)
         record = record_outcome(
             session.state,
             tool,
