@@ -16,6 +16,8 @@ import pytest
 
 import loopwarden as lw
 from loopwarden.config import resolve_config
+from loopwarden.history import VETO_HASH, ToolCallRecord
+from loopwarden.patterns import consecutive_repeat
 from loopwarden.store import MAX_IDLE_RUNS, restore_session, snapshot_session
 from loopwarden.stores.sqlite import SQLiteStore
 
@@ -252,3 +254,31 @@ def test_batch_state_survives_a_snapshot_and_a_shared_sqlite_store(tmp_path: Pat
     assert second.before_tool_call("s", *READ, run_id="r", batch="t2").action == (
         "stop" if PROFILE.stop_after_blocks == 2 else "block"
     )
+
+
+# -- the pure count ------------------------------------------------------------------------
+
+
+def _records(*results: str | None) -> list[ToolCallRecord]:
+    """Records of one signature, newest first, with these result hashes (None: no result)."""
+    return [ToolCallRecord("t", "t:sig", result_hash=r) for r in results]
+
+
+def test_calls_in_flight_count_as_identical_up_to_the_pending_number() -> None:
+    tail = _records(None, None, None, "r1", "r1")
+    assert consecutive_repeat(tail, "t:sig").identical == 2  # results only, as before
+    assert consecutive_repeat(tail, "t:sig", pending=2).identical == 4
+    assert consecutive_repeat(tail, "t:sig", pending=9).identical == 5
+    assert consecutive_repeat(tail, "t:sig", pending=9).calls == 5
+
+
+def test_calls_in_flight_do_not_reopen_a_broken_streak() -> None:
+    tail = _records("r2", "r1", None, None)  # the streak of r2 ends at r1
+    assert consecutive_repeat(tail, "t:sig", pending=2).identical == 1
+
+
+def test_a_veto_recorded_before_any_result_repeats_the_streak() -> None:
+    # Vetoes given while the identical calls were still in flight carry no result of their
+    # own; the results that came later must not break the streak they extend.
+    tail = _records(VETO_HASH, VETO_HASH, "r1", "r1", "r1")
+    assert consecutive_repeat(tail, "t:sig").identical == 5
