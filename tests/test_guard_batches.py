@@ -104,6 +104,9 @@ def test_threads_racing_in_one_batch_run_no_more_calls_than_one_at_a_time(size: 
     # The batch that got the run's first block never stops the run, whatever its size: with
     # countBlockedCalls the vetoes of 40 calls reach the circuit breaker, and still no stop.
     assert "stop" not in [d.action for d in decisions]
+    if size > expected_runs + PROFILE.global_circuit_breaker_threshold:
+        detectors = {d.verdict.detector for d in decisions if d.verdict is not None}
+        assert "global_circuit_breaker" in detectors  # reached, and still only a block
 
 
 def test_without_a_batch_racing_calls_keep_sequential_semantics() -> None:
