@@ -565,9 +565,46 @@ class ValidatedConfig:
         return agent_ids(self.full)
 
 
+def _placement_problems(container: Mapping[str, Any], where: str) -> list[str]:
+    """A block or block keys put where runtime never reads them: a misspelt ``loopDetection``
+    (``tools.loopDetecton``), a ``loopDetection`` outside ``tools``, or block keys such as
+    ``criticalThreshold`` directly in the config or in ``tools``."""
+    import difflib
+
+    prefix = f"{where}." if where else ""
+    problems = []
+    if "loopDetection" in container:
+        problems.append(
+            f"{prefix}loopDetection: the block belongs under tools: move it to {prefix}{BLOCK_PATH}"
+        )
+    tools = container.get("tools")
+    if isinstance(tools, Mapping):
+        names = [key for key in tools if isinstance(key, str) and key != "loopDetection"]
+        for typo in difflib.get_close_matches("loopDetection", names, n=3, cutoff=0.8):
+            problems.append(f"{prefix}tools.{typo}: unknown block; did you mean {BLOCK_PATH}?")
+        problems += _stray_keys(tools, f"{prefix}tools", f"{prefix}{BLOCK_PATH}")
+    problems += _stray_keys(container, where, f"{prefix}{BLOCK_PATH}")
+    return problems
+
+
+def _stray_keys(container: Mapping[str, Any], where: str, block: str) -> list[str]:
+    """Distinctive block keys (thresholds and the like) found in ``container``, not its block."""
+    prefix = f"{where}." if where else ""
+    return [
+        f"{prefix}{key}: a {BLOCK_PATH} key outside its block, which runtime ignores; move it "
+        f"into {block}"
+        for key in container
+        if key in _PLAIN_BLOCK and key not in _GENERIC_KEYS
+    ]
+
+
+# Block keys generic enough to mean something else elsewhere in an OpenClaw config.
+_GENERIC_KEYS = frozenset({"enabled", "profile", "detectors"})
+
+
 def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
     """Check the containers around the blocks; return problems and (path, block) pairs."""
-    problems: list[str] = []
+    problems: list[str] = _placement_problems(full, "")
     blocks: list[tuple[str, Any]] = []
     tools = full.get("tools")
     if tools is not None and not isinstance(tools, Mapping):
@@ -590,6 +627,7 @@ def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str,
             continue
         if "id" in entry and not isinstance(entry["id"], str):
             problems.append(f"{where}.id: must be a string, got {type(entry['id']).__name__}")
+        problems += _placement_problems(entry, where)
         agent_tools = entry.get("tools")
         if agent_tools is not None and not isinstance(agent_tools, Mapping):
             problems.append(f"{where}.tools: must be an object, got {type(agent_tools).__name__}")
@@ -688,11 +726,22 @@ def _exceeds_depth(value: object, limit: int = MAX_CONFIG_DEPTH) -> bool:
 def load_config(path: str | Path) -> ValidatedConfig:
     """Read and strictly validate an OpenClaw config file (JSON5 or JSON).
 
-    A missing file, a file over :data:`MAX_CONFIG_BYTES` or nested deeper than
-    :data:`MAX_CONFIG_DEPTH`, a syntax error (with line and column) or a wrong shape each raise
-    one :class:`ConfigError` with a clear message.
+    The file is a whole OpenClaw config, or a bare ``tools.loopDetection`` block (an object
+    with block keys and neither ``tools`` nor ``agents``), exactly as the same content given as
+    a dict. A missing file, a file over :data:`MAX_CONFIG_BYTES` or nested deeper than
+    :data:`MAX_CONFIG_DEPTH`, a syntax error (with line and column), a wrong shape or a block
+    put where runtime never reads it each raise one :class:`ConfigError` with a clear message.
     """
-    return validate_config(read_config_file(path), source=str(path), whole=True)
+    raw = read_config_file(path)
+    whole = not (isinstance(raw, Mapping) and looks_like_block(raw))
+    return validate_config(raw, source=str(path), whole=whole)
+
+
+def looks_like_block(raw: Mapping[str, Any]) -> bool:
+    """True when a config without ``tools`` or ``agents`` holds ``tools.loopDetection`` keys:
+    it is a bare block. (A whole config with neither, such as one that only sets models, is
+    not.)"""
+    return not is_full_config(raw) and any(key in _PLAIN_BLOCK for key in raw)
 
 
 def _read_text(path: str | Path, source: str) -> str:
