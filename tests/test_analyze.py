@@ -207,10 +207,45 @@ def test_explicit_non_transcript_is_an_error_but_skipped_in_a_directory(
 ) -> None:
     meta = tmp_path / "runs.meta.jsonl"
     meta.write_text(json.dumps({"trajectory": "r", "resolved": True}) + "\n")
+    flat(tmp_path / "run.jsonl", same_call_rows("r", ["ok"]))
     code, doc = run_json(capsys, str(tmp_path))
     assert code == 0 and doc["errors"] == [] and len(doc["skipped"]) == 1
-    code, doc = run_json(capsys, str(meta))
-    assert code == 2 and "not a recognised transcript" in doc["errors"][0]
+    code, out, err = run(capsys, str(meta), "--output", "json")
+    assert code == 2 and out == ""  # nothing to analyse: no report, the error once
+    assert err.count("not a recognised transcript") == 1 and "nothing to analyse" in err
+
+
+@pytest.mark.parametrize("output", ["text", "json", "jsonl", "html"])
+def test_input_with_nothing_to_analyse_is_an_error_reported_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    (tmp_path / "notes.json").write_text('{"not": "a transcript"}')
+    report = tmp_path / "report.out"
+    report.write_text("the previous report")
+    code, out, err = run(capsys, str(tmp_path), "--output", output)
+    assert code == 2 and out == ""
+    assert err.count("nothing to analyse") == 1 and "1 not a transcript" in err
+    code, out, err = run(capsys, str(tmp_path / "notes.json"), "--output", output)
+    assert code == 2 and out == "" and err.count("not a recognised transcript") == 1
+    code, _, _ = run(capsys, str(tmp_path / "notes.json"), "--output", output, "--out", str(report))
+    assert code == 2 and report.read_text() == "the previous report"
+
+
+def test_a_half_written_last_line_is_left_out_with_one_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    whole = (EXAMPLES / OPENCLAW).read_text(encoding="utf-8")
+    cut = whole.index('"name":"exec"', len(whole) // 2)  # inside a line, after a complete one
+    partial = tmp_path / "live.jsonl"
+    partial.write_text(whole[:cut], encoding="utf-8")
+    code, out, err = run(capsys, str(partial), "--output", "json")
+    lineno = whole[:cut].count("\n") + 1
+    assert code in (0, 1) and json.loads(out)["trajectories"][0]["calls"] > 0
+    assert err.count("warning:") == 1 and f"live.jsonl:{lineno}: the last line is incomplete" in err
+    # A broken line in the middle of a file is still an error, with a clean message.
+    partial.write_text(whole[:cut] + "\n" + whole[cut:], encoding="utf-8")
+    code, out, err = run(capsys, str(partial), "--output", "json")
+    assert code == 2 and "not valid JSON" in err and " at at " not in err
 
 
 # -- other outputs -------------------------------------------------------------------------------
@@ -281,8 +316,8 @@ def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> Non
 def test_forced_format(capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--format", "openclaw")
     assert code == 1 and doc["trajectories"][0]["format"] == "openclaw"
-    code, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--format", "swe-agent")
-    assert code == 2 and "not valid JSON" in doc["errors"][0]
+    code, out, err = run(capsys, str(EXAMPLES / OPENCLAW), "--format", "swe-agent")
+    assert code == 2 and out == "" and "not valid JSON" in err
 
 
 def test_reports_never_carry_arguments_or_results(
@@ -377,3 +412,61 @@ def test_text_report_prints_names_with_brackets_verbatim(
     assert code == 2
     assert "● t[/b]" in out and "(to[/x]ol): generic_repeat" in out
     assert f"error: {bad}:1: not valid JSON" in err
+
+
+# -- what the command line says ------------------------------------------------------------------
+
+
+def test_text_shows_the_block_and_the_stop_each_with_its_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, str(EXAMPLES / OPENCLAW), "--set", "profile=recommended")
+    _, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--set", "profile=recommended")
+    events = doc["trajectories"][0]["events"]
+    block = next(e for e in events if e["action"] == "block")
+    stop = next(e for e in events if e["action"] == "stop")
+    assert code == 1
+    assert f"blocked at call {block['index'] + 1} of" in out
+    assert f"stopped the run at call {stop['index'] + 1} of" in out
+    assert out.count("why:") == 2
+
+
+def test_counts_are_written_in_the_right_number(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = flat(tmp_path / "one.jsonl", same_call_rows("r", ["ok"]))
+    _, out, _ = run(capsys, str(path))
+    assert "1 trajectory, 1 tool call, 1 file" in out
+    _, out, _ = run(capsys, str(EXAMPLES))
+    assert "25 trajectories, 183 tool calls, 6 files" in out
+
+
+def test_a_bad_sweep_value_is_reported_under_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(EXAMPLES), "--sweep", "bogus=1,2")
+    assert code == 2 and err.startswith("error: --sweep: ") and "--set" not in err
+    code, _, err = run(capsys, str(EXAMPLES), "--set", "bogus=1")
+    assert code == 2 and err.startswith("error: --set: ")
+
+
+def test_a_sweep_row_says_what_ran_when_a_value_is_clamped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = run(capsys, str(EXAMPLES), "--sweep", "criticalThreshold=5,20")
+    warning = resolve_config({"enabled": True}).warning_threshold
+    assert f"5 → runs as {warning + 1}" in out and "20 → runs as" not in out
+    _, doc = run_json(capsys, str(EXAMPLES), "--sweep", "criticalThreshold=5,20")
+    assert [row["effective"]["criticalThreshold"] for row in doc["sweep"]] == [warning + 1, 20]
+
+
+@pytest.mark.parametrize("output", ["text", "json", "html"])
+def test_a_report_written_to_a_file_says_where_and_what_the_exit_code_means(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    report = tmp_path / f"report.{output}"
+    code, out, err = run(capsys, str(EXAMPLES), "--output", output, "--out", str(report))
+    assert code == 1 and out == "" and report.stat().st_size > 0
+    assert f"wrote the {output} report to {report}" in err
+    assert "exit 1: the guard would have blocked calls or stopped runs in 1 trajectory" in err
+    quiet = flat(tmp_path / "quiet.jsonl", same_call_rows("r", ["ok"]))
+    code, _, err = run(capsys, str(quiet), "--output", output, "--out", str(report))
+    assert code == 0 and "exit 0: nothing would have been blocked" in err

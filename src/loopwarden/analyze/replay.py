@@ -104,6 +104,16 @@ class TrajectoryReport:
         return next((mark for mark in self.marks if mark.action in ("block", "stop")), None)
 
     @property
+    def first_blocked_call(self) -> Mark | None:
+        """The first call the guard refused to run (a block, not a stop)."""
+        return next((mark for mark in self.marks if mark.action == "block"), None)
+
+    @property
+    def stop(self) -> Mark | None:
+        """Where the guard ended the run, if it did."""
+        return next((mark for mark in self.marks if mark.action == "stop"), None)
+
+    @property
     def calls_after_first_block(self) -> int:
         """Calls recorded after the first block or stop: at most what the guard would save."""
         first = self.first_block
@@ -153,7 +163,9 @@ class Replayer:
     def replay(self, trajectory: Trajectory) -> TrajectoryReport:
         """Replay one trajectory and report what the guard did."""
         self._sessions += 1
-        session = f"replay-{self._sessions}"
+        # The trajectory's id names its session (what `loopwarden runs` lists with --record);
+        # the counter keeps two trajectories with one id apart.
+        session = f"{trajectory.id}#{self._sessions}"
         report = TrajectoryReport(
             id=trajectory.id,
             source=trajectory.source,

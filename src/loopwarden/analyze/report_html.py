@@ -13,7 +13,7 @@ from html import escape as html_escape
 from typing import TextIO
 
 from loopwarden import __version__
-from loopwarden._terminal import printable
+from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import (
     BLOCKED,
     NOT_RUN,
@@ -24,7 +24,6 @@ from loopwarden.analyze.replay import (
     Mark,
     TrajectoryReport,
 )
-from loopwarden.analyze.report_text import plural
 from loopwarden.analyze.runner import Analysis
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from loopwarden._terminal import printable
+from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport
 from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
@@ -36,8 +36,8 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     reports = analysis.reports[0]
     totals = analysis.totals[0].as_dict()
     console.print(
-        f"[bold]loopwarden analyze[/]: {totals['trajectories']} trajectories, "
-        f"{totals['calls']} tool calls, {analysis.files} files",
+        f"[bold]loopwarden analyze[/]: {plural(totals['trajectories'], 'trajectory')}, "
+        f"{plural(totals['calls'], 'tool call')}, {plural(analysis.files, 'file')}",
         soft_wrap=True,
     )
     for notice in notices:
@@ -91,13 +91,6 @@ def _note(notice: str) -> Text:
     return Text.assemble(("note", "yellow"), f": {printable(notice)}")
 
 
-def plural(count: int, noun: str) -> str:
-    """ "1 call", "2 calls", "3 trajectories"."""
-    if count == 1:
-        return f"1 {noun}"
-    return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
-
-
 def _where(mark: Mark, calls: int) -> str:
     return f"call {mark.index + 1} of {calls} ({printable(mark.tool)})"
 
@@ -116,18 +109,23 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
             f"{plural(report.warnings, 'warning')} in total"
         )
         console.print(Text.assemble("  ", ("warned", "yellow"), rest), soft_wrap=True)
-    block = report.first_block
-    if block is not None:
-        verb = "stopped the run" if block.action == "stop" else "blocked"
-        rest = (
-            f" at {_where(block, report.calls)}: {printable(block.detector)} ×{block.count}; "
-            f"{plural(report.blocks, 'call')} blocked, "
-            f"{plural(report.calls_after_first_block, 'later call')} recorded, "
-            f"{plural(report.calls_saved, 'call')} saved"
-        )
+    first = report.first_block
+    # The first block and the stop each get their line and their reason: a run that was
+    # blocked and then stopped shows both (the summary counts the stop).
+    for mark in (report.first_blocked_call, report.stop):
+        if mark is None:
+            continue
+        verb = "stopped the run" if mark.action == "stop" else "blocked"
+        rest = f" at {_where(mark, report.calls)}: {printable(mark.detector)} ×{mark.count}"
+        if mark is first:
+            rest += (
+                f"; {plural(report.blocks, 'call')} blocked, "
+                f"{plural(report.calls_after_first_block, 'later call')} recorded, "
+                f"{plural(report.calls_saved, 'call')} saved"
+            )
         console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)
-        console.print(Text(f"  why: {printable(block.message)}", style="dim"), soft_wrap=True)
-    elif warning is not None:
+        console.print(Text(f"  why: {printable(mark.message)}", style="dim"), soft_wrap=True)
+    if first is None and warning is not None:
         console.print(Text(f"  why: {printable(warning.message)}", style="dim"), soft_wrap=True)
 
 
@@ -138,10 +136,10 @@ def _print_problems(console: Console, analysis: Analysis) -> None:
         )
         for line in analysis.skipped:
             console.print(Text(f"  {printable(line)}", style="dim"), soft_wrap=True)
-    if analysis.errors:
-        console.print(f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/]:")
-        for line in analysis.errors:
-            console.print(Text(f"  {printable(line)}"), soft_wrap=True)
+    if analysis.errors:  # each is printed once, on stderr, by the command
+        console.print(
+            f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/] (listed on stderr)"
+        )
 
 
 def write_sweep_text(
@@ -167,8 +165,13 @@ def write_sweep_text(
     for variant, config, totals in zip(variants, analysis.configs, analysis.totals, strict=True):
         row = sweep_row(variant, config.to_camel(), totals)
         totals, first = row["summary"], row["first_block_index"]
+        cells = []
+        for key, raw in variant.settings:
+            ran = row["effective"][key]
+            clamped = ran is not None and ran != row["settings"][key]
+            cells.append(Text(printable(f"{raw} → runs as {ran}" if clamped else raw)))
         table.add_row(
-            *(Text(printable(value)) for _, value in variant.settings),
+            *cells,
             str(totals["trajectories"]),
             str(totals["with_warning"]),
             str(totals["with_block"]),
