@@ -33,6 +33,7 @@ from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from loopwarden._lazylog import quiet_unless_configured
 from loopwarden.history import ToolCallRecord
 from loopwarden.store import (
     GuardSession,
@@ -44,6 +45,7 @@ from loopwarden.store import (
 from loopwarden.stores import OnStoreError, StoreUnavailableError, check_on_store_error
 
 logger = logging.getLogger("loopwarden.stores.redis")
+quiet_unless_configured()
 
 _T = TypeVar("_T")
 
