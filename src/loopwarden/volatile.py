@@ -66,6 +66,9 @@ _FAST_FORMS: dict[str, str] = {
     "clock": r"\d(?<!\w\d)\d?:\d{2}:\d{2}(?:[.,]\d+)?\b",
     "duration": r"\d(?<!\w\d)\d*(?:\.\d+)?\s?"
     r"(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hrs|hours)\b",
+    # (?i:p) and (?i:a) match only p, P and a, A (checked over every code point).
+    "pid": r"[pP](?<!\w[pP])(?i:id)\b[\s:=#]*\d+",
+    "attempt": r"[aA](?<!\w[aA])(?i:ttempt)\b\s*#?\d+",
     "line": r"line(?<!\wline) \d+\b",
 }
 
@@ -79,7 +82,8 @@ _FAST_FORMS: dict[str, str] = {
 # - duration: a match has a digit, then at most one space, then a unit's first letter.
 # In ASCII text, the hex and duration gates read the text's bytes mapped to character classes
 # (bytes.translate and ``in`` run in C, faster than a regex over every digit): a hex id is 16
-# hex characters in a row; a duration is a digit, an optional space, a unit's first letter.
+# hex characters in a row; a duration is a digit, an optional space, a unit's first letter
+# (with every space dropped first: more texts pass, none that matches is missed).
 # (``\\s`` in ASCII text is str.isspace: the usual five, the space, and \\x1c-\\x1f.)
 _UUID_GATE = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
 _TIMESTAMP_GATE = re.compile(r"-\d\d-\d\d[T ]\d\d[:_]\d\d")
@@ -100,16 +104,15 @@ def _byte_classes(members: dict[bytes, bytes]) -> bytes:
 
 _HEX_CLASSES = _byte_classes({b"0123456789abcdefABCDEF": b"h"})
 _HEX_RUN = b"h" * 16
-_NUMBER_CLASSES = _byte_classes(
-    {b"0123456789": b"0", b"nmsuh": b"u", b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f ": b" "}
-)
+_NUMBER_CLASSES = _byte_classes({b"0123456789": b"0", b"nmsuh": b"u"})
+# Spaces are dropped, so that one search finds "digit, unit" with or without one in between.
+_SPACES = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
 
 
 def _ascii_gates(value: str) -> tuple[bool, bool]:
     """(hex gate, duration gate) of an ASCII text."""
     raw = value.encode("ascii")
-    numbers = raw.translate(_NUMBER_CLASSES)
-    return _HEX_RUN in raw.translate(_HEX_CLASSES), b"0u" in numbers or b"0 u" in numbers
+    return _HEX_RUN in raw.translate(_HEX_CLASSES), b"0u" in raw.translate(_NUMBER_CLASSES, _SPACES)
 
 
 def _has_digit(value: str) -> bool:
