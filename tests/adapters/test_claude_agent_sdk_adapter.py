@@ -9,6 +9,8 @@ from the resolved config, or from the same calls fed to a bare guard.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,3 +305,29 @@ def test_the_users_own_hooks_are_kept_and_the_options_are_not_changed(tmp_path: 
     assert guarded.hooks is not None and len(guarded.hooks["PreToolUse"]) == 2
     done = asyncio.run(run(guard, Model([[PARIS]]), tmp_path, hooks=hooks))
     assert calls == [WEATHER] and done.tools.executions == 1
+
+
+def test_the_docs_example_runs_against_a_looping_model(tmp_path: Path) -> None:
+    """examples/integrations/claude_agent_sdk_agent.py as written, with the SDK's own bundled
+    CLI, against a model that repeats the call (docs/integrations.md shows this output)."""
+    example = (
+        Path(__file__).resolve().parents[2] / "examples/integrations/claude_agent_sdk_agent.py"
+    )
+    critical = 5  # the example's criticalThreshold
+    with FakeAnthropic(Model([[PARIS]] * (critical + 2))) as server:
+        proc = subprocess.run(
+            [sys.executable, str(example)],
+            env=claude_env(tmp_path) | {"ANTHROPIC_BASE_URL": server.url},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert out.count(" tool: It is 21C in Paris.") == critical
+    assert out.count(f"CRITICAL: Called {WEATHER} with identical arguments") == 2
+    assert out.strip().endswith(f"answer: {FINAL}")
+    # The warning came as context after the 3rd result, not inside a result.
+    assert "WARNING: You have called" in json.dumps(server.messages[-1])
