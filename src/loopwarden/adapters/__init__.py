@@ -8,7 +8,7 @@ so ``import loopwarden`` never pulls in a framework::
     from loopwarden.adapters.openai_agents import guard_agent          # loopwarden[openai-agents]
     from loopwarden.adapters.pydantic_ai import LoopGuardCapability    # loopwarden[pydantic-ai]
     from loopwarden.adapters.google_adk import LoopGuardPlugin         # loopwarden[google-adk]
-    from loopwarden.adapters.claude_agent_sdk import guard_options     # loopwarden[claude-agent-sdk]
+    from loopwarden.adapters.claude_agent_sdk import guard_options  # loopwarden[claude-agent-sdk]
 
 This package itself imports nothing heavy: only the framework-free ``LoopStopped`` error that the
 adapters raise when the guard ends a run.
