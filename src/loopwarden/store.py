@@ -5,6 +5,10 @@ session" step (``store.update(key, fn)``). A store may call ``fn`` more than onc
 shared store retries on a conflict), so ``fn`` must only touch the state it is given. The
 default :class:`MemoryStore` keeps sessions in process memory, bounded by an idle TTL and an
 LRU cap. Durable and shared stores (SQLite, Redis) implement the same protocol.
+
+:class:`AsyncSessionStore` is the same step for code on an event loop (``await
+store.aupdate(key, fn)``): ``fn`` stays a plain function that never awaits, so the decision code
+is shared and only the transaction around it differs. :class:`MemoryStore` is both.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -212,8 +216,44 @@ class SessionStore(Protocol):
         ...
 
 
+class AsyncSessionStore(Protocol):
+    """The interface of a store for code on an event loop (``LoopGuard``'s ``a*`` methods).
+
+    ``fn`` is the same plain function a sync store runs; the store may await I/O around it
+    (and run it again after a conflict), never inside it.
+    """
+
+    def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> Awaitable[_T]:
+        """Apply ``fn`` to the session's state atomically (creating it on first use)."""
+        ...
+
+    def apeek(self, key: str) -> Awaitable[GuardSession | None]:
+        """The session's state if the store has it (read-only use), else None."""
+        ...
+
+
+async def _acquire(lock: threading.Lock | threading.RLock) -> None:
+    """Take ``lock`` without blocking the event loop.
+
+    Another thread may hold it (a sync guard on a worker thread sharing the store) for the
+    few microseconds of one update: the loop keeps running other tasks meanwhile, trying
+    again after each pass, then after a short sleep that grows to a millisecond.
+    """
+    import asyncio  # loaded already on an event loop; kept out of sync start-up
+
+    delay = 0.0
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(delay)
+        delay = min(0.001, delay * 2 or 0.00005)
+
+
 class MemoryStore:
-    """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest."""
+    """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest.
+
+    Sync (``update``) and async (``aupdate``) at once. On an event loop no thread is used:
+    ``fn`` never awaits, so tasks of one loop cannot interleave inside an update, and the
+    locks that keep threads apart are taken without blocking the loop (see ``aupdate``).
+    """
 
     def __init__(
         self,
@@ -244,30 +284,59 @@ class MemoryStore:
             self._entries.popitem(last=False)
 
     def _checkout(self, key: str) -> tuple[GuardSession, threading.RLock]:
-        with self._lock:
-            now = self._clock()
-            entry = self._entries.pop(key, None)
-            if entry is None:
-                entry = (GuardSession(key), threading.RLock(), now)
-            self._entries[key] = (entry[0], entry[1], now)
-            self._evict(now)
-            return entry[0], entry[1]
+        """The session and its lock, marked as just used (call with ``self._lock`` held)."""
+        now = self._clock()
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            entry = (GuardSession(key), threading.RLock(), now)
+        self._entries[key] = (entry[0], entry[1], now)
+        self._evict(now)
+        return entry[0], entry[1]
 
     def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """Apply ``fn`` to the session under its own lock (other sessions run in parallel)."""
-        state, lock = self._checkout(key)
+        with self._lock:
+            state, lock = self._checkout(key)
         with lock:
             return fn(state)
+
+    async def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """``update`` on an event loop, with no thread and no blocking wait.
+
+        The locks are the ones ``update`` takes (threads may share the store), acquired
+        without blocking; both are held only for dict operations and ``fn`` itself.
+        """
+        await _acquire(self._lock)
+        try:
+            state, lock = self._checkout(key)
+        finally:
+            self._lock.release()
+        await _acquire(lock)
+        try:
+            return fn(state)
+        finally:
+            lock.release()
 
     def peek(self, key: str) -> GuardSession | None:
         """The session if present and not expired."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            if self._ttl is not None and self._clock() - entry[2] > self._ttl:
-                return None
-            return entry[0]
+            return self._peek(key)
+
+    async def apeek(self, key: str) -> GuardSession | None:
+        """``peek`` on an event loop."""
+        await _acquire(self._lock)
+        try:
+            return self._peek(key)
+        finally:
+            self._lock.release()
+
+    def _peek(self, key: str) -> GuardSession | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if self._ttl is not None and self._clock() - entry[2] > self._ttl:
+            return None
+        return entry[0]
 
     def __len__(self) -> int:
         with self._lock:
