@@ -18,10 +18,25 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
 OPENCLAW = "openclaw-session-example.jsonl"
 
 TRAJECTORY_KEYS = {
-    "id", "source", "format", "calls", "warnings", "blocks", "stopped", "first_warning",
-    "first_block", "calls_after_first_block", "events",
+    "id", "source", "format", "succeeded", "calls", "warnings", "blocks", "stopped",
+    "first_warning", "first_block", "stop", "calls_after_first_block_or_stop", "calls_saved",
+    "cost", "events",
 }  # fmt: skip
-SUMMARY_KEYS = {"trajectories", "calls", "with_warning", "with_block", "calls_after_first_block"}
+SUMMARY_KEYS = {
+    "trajectories", "calls", "with_warning", "with_block_or_stop", "stopped",
+    "calls_after_first_block_or_stop", "calls_saved", "succeeded",
+    "succeeded_with_block_or_stop", "cost",
+}  # fmt: skip
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[1] / "docs" / "analyze-report.schema.json").read_text()
+)
+
+
+def valid(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``, checked against the published JSON Schema of the report."""
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    return doc
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -32,7 +47,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code, out, _ = run(capsys, *argv, "--output", "json")
-    return code, json.loads(out)
+    return code, valid(json.loads(out))
 
 
 def flat(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -60,21 +75,27 @@ def test_json_contract_on_the_shipped_examples(capsys: pytest.CaptureFixture[str
     assert doc["errors"] == [] and doc["skipped"] == []
     trajectories = doc["trajectories"]
     for traj in trajectories:
-        assert set(traj) >= TRAJECTORY_KEYS
+        assert set(traj) == TRAJECTORY_KEYS
         assert isinstance(traj["calls"], int) and isinstance(traj["stopped"], bool)
         for event in traj["events"]:
-            assert set(event) == {"index", "tool", "level", "action", "detector", "count"}
+            assert set(event) == {"index", "call", "tool", "level", "action", "detector", "count"}
             assert event["action"] in ("warn", "block", "stop")
-            assert 0 <= event["index"] < traj["calls"]
+            assert 0 <= event["index"] < traj["calls"] and event["call"] == event["index"] + 1
     summary = doc["summary"]
-    assert set(summary) >= SUMMARY_KEYS
+    assert set(summary) == SUMMARY_KEYS
     assert summary["trajectories"] == len(trajectories)
     assert summary["calls"] == sum(t["calls"] for t in trajectories)
     assert summary["with_warning"] == sum(1 for t in trajectories if t["warnings"])
-    assert summary["with_block"] == sum(1 for t in trajectories if t["first_block"])
-    assert summary["calls_after_first_block"] == sum(
-        t["calls_after_first_block"] for t in trajectories
+    assert summary["with_block_or_stop"] == sum(
+        1 for t in trajectories if t["first_block"] or t["stop"]
     )
+    assert summary["calls_after_first_block_or_stop"] == sum(
+        t["calls_after_first_block_or_stop"] for t in trajectories
+    )
+    for traj in trajectories:  # a block is a block and a stop a stop
+        assert traj["blocks"] == (0 if traj["first_block"] is None else traj["blocks"])
+        assert (traj["first_block"] is None) == (traj["blocks"] == 0)
+        assert (traj["stop"] is None) == (not traj["stopped"])
 
 
 def test_openclaw_loop_warns_then_the_compaction_guard_stops_it(
@@ -86,18 +107,19 @@ def test_openclaw_loop_warns_then_the_compaction_guard_stops_it(
     warning_threshold = doc["config"]["warningThreshold"]
     assert traj["first_warning"] == {
         "index": 2 + warning_threshold,
+        "call": 3 + warning_threshold,
         "tool": "exec",
         "detector": "generic_repeat",
         "count": warning_threshold,
     }
     # 14 calls before the compaction; the window's 3rd identical outcome aborts the run.
     window = doc["config"]["postCompactionGuard"]["windowSize"]
-    block = traj["first_block"]
-    assert block["index"] == 14 + window - 1 == traj["calls"] - 1
-    assert block["detector"] == "compaction_loop_persisted" and block["tool"] == "exec"
-    assert "auto-compaction" in block["message"]
-    assert traj["stopped"] is True and traj["blocks"] == 0
-    assert traj["calls_after_first_block"] == 0
+    stop = traj["stop"]
+    assert stop["index"] == 14 + window - 1 == traj["calls"] - 1 == stop["call"] - 1
+    assert stop["detector"] == "compaction_loop_persisted" and stop["tool"] == "exec"
+    assert "auto-compaction" in stop["message"]
+    assert traj["stopped"] is True and traj["blocks"] == 0 and traj["first_block"] is None
+    assert traj["calls_after_first_block_or_stop"] == 0
     assert [e["action"] for e in traj["events"]] == ["warn", "stop"]
 
 
@@ -114,7 +136,7 @@ def test_without_the_compaction_entry_the_run_is_not_stopped(
     path.write_text("".join(fixed))
     code, doc = run_json(capsys, str(path))
     (traj,) = doc["trajectories"]
-    assert traj["stopped"] is False and traj["first_block"] is None
+    assert traj["stopped"] is False and traj["first_block"] is None and traj["stop"] is None
     assert code == 0
 
 
@@ -132,7 +154,7 @@ def test_blocked_calls_are_not_executed_and_later_calls_still_count(
     assert traj["first_block"]["index"] == critical
     assert traj["first_block"]["detector"] == "generic_repeat"
     assert traj["blocks"] == len(results) - critical
-    assert traj["calls_after_first_block"] == len(results) - critical - 1
+    assert traj["calls_after_first_block_or_stop"] == len(results) - critical - 1
     assert code == 1
 
 
@@ -183,7 +205,7 @@ def test_malformed_file_is_reported_and_the_others_still_analysed(
         ["--set", "repeatThreshold=3"],
         ["--agent", "ops"],
         ["--sweep", "criticalThreshold"],
-        ["--sweep", "criticalThreshold=5", "--output", "html"],
+        ["--sweep", "criticalThreshold=5", "--record", "runs.db"],
     ],
 )
 def test_exit_2_on_config_and_usage_errors(
@@ -306,7 +328,7 @@ def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> Non
         assert row["summary"] == single["summary"]
         assert row["config"] == single["config"]
     # A lower critical threshold cuts the OpenClaw loop short long before the compaction.
-    saved = [row["summary"]["calls_after_first_block"] for row in rows]
+    saved = [row["summary"]["calls_after_first_block_or_stop"] for row in rows]
     assert saved[0] > saved[-1] == 0
     assert code == 1
     _, text, _ = run(capsys, sample, "--sweep", "criticalThreshold=4,30")
@@ -398,7 +420,7 @@ def test_a_stop_instead_of_a_block_ends_the_replayed_run(
     ]
     assert traj["stopped"] is True and traj["blocks"] == 1
     assert traj["first_block"]["index"] == critical
-    assert traj["calls_after_first_block"] == 25 - critical - 1
+    assert traj["calls_after_first_block_or_stop"] == 25 - critical - 1
     assert code == 1
 
 

@@ -329,8 +329,8 @@ def test_gemini_cli_compression_before_a_prompt_arms_the_guard_in_its_turn(
     code, doc = _analyze(capsys, str(path))
     assert code == 1
     stopped = doc["trajectories"][1]
-    assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
-    assert stopped["first_block"]["index"] == 2 and stopped["calls_saved"] == 1
+    assert stopped["stop"]["detector"] == "compaction_loop_persisted"
+    assert stopped["stop"]["index"] == 2 and stopped["calls_saved"] == 1
 
 
 def test_gemini_cli_malformed_line(tmp_path: Path) -> None:
@@ -487,7 +487,7 @@ def test_analyze_a_claude_projects_tree(capsys: pytest.CaptureFixture[str], tmp_
     # from the first call (8 and 6 calls).
     assert sorted(_loop_start(t) for t in loops) == [0, 0, 3]
     summary = doc["summary"]
-    assert summary["trajectories"] == 4 and summary["with_block"] == 3
+    assert summary["trajectories"] == 4 and summary["with_block_or_stop"] == 3
     assert summary["calls_saved"] == sum(t["calls_saved"] for t in doc["trajectories"])
     assert summary["calls_saved"] == sum(t["calls"] - _loop_start(t) - CRITICAL for t in loops)
     main(["analyze", str(projects), "--set", "profile=recommended"])
@@ -504,9 +504,9 @@ def test_analyze_claude_compaction_loop_with_the_defaults(
     code, doc = _analyze(capsys, str(CLAUDE / "compaction"))
     (traj,) = doc["trajectories"]
     assert code == 1
-    assert traj["first_block"]["detector"] == "compaction_loop_persisted"
-    assert traj["stopped"] is True and traj["blocks"] == 0
-    assert traj["first_block"]["index"] == 6 and traj["calls"] == 8
+    assert traj["stop"]["detector"] == "compaction_loop_persisted"
+    assert traj["stopped"] is True and traj["blocks"] == 0 and traj["first_block"] is None
+    assert traj["stop"]["index"] == 6 and traj["calls"] == 8
     assert traj["calls_saved"] == 1 == doc["summary"]["calls_saved"]
 
 
@@ -517,7 +517,10 @@ def test_analyze_command_prints_the_report_and_nothing_else(tmp_path: Path) -> N
     argv = [sys.executable, "-m", "loopwarden", "analyze", str(CLAUDE), str(CODEX), str(GEMINI),
             "--set", "profile=recommended", "--output", "json", "--out", str(out)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 1 and done.stderr == "" and done.stdout == ""
+    # Only the one line that says where the report went (and what exit 1 means).
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"wrote the json report to {out}; exit 1: the guard would")
     doc = json.loads(out.read_text())
     assert doc["errors"] == []
     assert {t["format"] for t in doc["trajectories"] if t["stopped"]} == {
@@ -538,7 +541,7 @@ def test_calls_saved_counts_blocked_calls_not_calls_that_ran(
     code, doc = _analyze(capsys, str(_jsonl(tmp_path / "loop.jsonl", rows)))
     (traj,) = doc["trajectories"]
     assert code == 1 and traj["blocks"] == 3 and traj["stopped"] is False
-    assert traj["calls_after_first_block"] == 4
+    assert traj["calls_after_first_block_or_stop"] == 4
     assert traj["calls_saved"] == 3 == doc["summary"]["calls_saved"]
 
 
@@ -561,8 +564,8 @@ def test_analyze_a_codex_home(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert [Path(s.split(":")[0]).name for s in doc["skipped"]] == ["history.jsonl"]
     assert doc["summary"]["trajectories"] == 4 and doc["summary"]["stopped"] == 1
     (stopped,) = [t for t in doc["trajectories"] if t["stopped"]]
-    assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
-    assert stopped["first_block"]["index"] == 7 == stopped["calls"] - 1
+    assert stopped["stop"]["detector"] == "compaction_loop_persisted"
+    assert stopped["stop"]["index"] == 7 == stopped["calls"] - 1
     code, doc = _analyze(capsys, str(home / "sessions"), "--set", "profile=recommended")
     blocked = [t for t in doc["trajectories"] if t["first_block"]]
     loops = ("failing-loop", "compaction-loop")
@@ -596,5 +599,5 @@ def test_analyze_a_gemini_tmp_tree(capsys: pytest.CaptureFixture[str], tmp_path:
     npm = doc["trajectories"][0]
     assert _loop_start(npm) == 0
     _assert_blocked_like_recommended(npm)
-    assert doc["summary"]["with_block"] == 1
+    assert doc["summary"]["with_block_or_stop"] == 1
     assert doc["summary"]["calls_saved"] == npm["calls_saved"] == npm["calls"] - CRITICAL

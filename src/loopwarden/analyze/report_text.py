@@ -11,7 +11,7 @@ from rich.text import Text
 
 from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport
-from loopwarden.analyze.runner import Analysis
+from loopwarden.analyze.runner import Analysis, Totals
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
@@ -43,6 +43,9 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     for notice in notices:
         console.print(_note(notice), soft_wrap=True)
     console.print(_summary_table(totals))
+    cost = cost_sentence(analysis.totals[0])
+    if cost:
+        console.print(cost, soft_wrap=True)
     loops = [report for report in reports if report.events]
     if loops:
         console.print(f"\n[bold]Loops caught[/] ({plural(len(loops), 'trajectory')})")
@@ -65,7 +68,7 @@ def _summary_table(totals: dict[str, int]) -> Table:
         "warned",
         "blocked or stopped",
         "stopped",
-        "calls after first block",
+        "calls after first block or stop",
         "calls saved",
     ):
         table.add_column(header, justify="right")
@@ -76,14 +79,35 @@ def _summary_table(totals: dict[str, int]) -> Table:
                 "trajectories",
                 "calls",
                 "with_warning",
-                "with_block",
+                "with_block_or_stop",
                 "stopped",
-                "calls_after_first_block",
+                "calls_after_first_block_or_stop",
                 "calls_saved",
             )
         )
     )
     return table
+
+
+def cost_sentence(totals: Totals) -> str:
+    """What the guard would have saved, in tokens and time, where the transcripts record them."""
+    parts = []
+    if totals.tokens is not None:
+        parts.append(f"{totals.tokens_saved or 0:,} of {totals.tokens:,} tokens")
+    if totals.seconds is not None:
+        parts.append(f"{duration(totals.seconds_saved or 0.0)} of {duration(totals.seconds)}")
+    if not parts:
+        return ""
+    return f"After the guard would have stopped the runs: {' and '.join(parts)} recorded."
+
+
+def duration(seconds: float) -> str:
+    """A duration as people read it: 42 s, 3.5 min, 2.1 h."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _note(notice: str) -> Text:
@@ -158,13 +182,13 @@ def write_sweep_text(
         "trajectories",
         "warned",
         "blocked or stopped",
-        "first block (median call)",
+        "first block or stop (median call)",
         "calls saved",
     ):
         table.add_column(header, justify="right")
     for variant, config, totals in zip(variants, analysis.configs, analysis.totals, strict=True):
         row = sweep_row(variant, config.to_camel(), totals)
-        totals, first = row["summary"], row["first_block_index"]
+        totals, first = row["summary"], row["first_block_or_stop_call"]
         cells = []
         for key, raw in variant.settings:
             ran = row["effective"][key]
@@ -174,8 +198,8 @@ def write_sweep_text(
             *cells,
             str(totals["trajectories"]),
             str(totals["with_warning"]),
-            str(totals["with_block"]),
-            "-" if first is None else f"{first['median'] + 1:g}",
+            str(totals["with_block_or_stop"]),
+            "-" if first is None else f"{first['median']:g}",
             str(totals["calls_saved"]),
         )
     console.print(table)

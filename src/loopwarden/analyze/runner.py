@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
@@ -55,6 +55,14 @@ class Totals:
     calls_after_first_block: int = 0
     calls_saved: int = 0
     first_block_indices: list[int] = field(default_factory=list)
+    # Runs the transcripts mark as succeeded, and those of them the guard blocked or stopped.
+    succeeded: int = 0
+    succeeded_blocked: int = 0
+    # The cost, summed over the runs whose transcripts record it (None: no run does).
+    tokens: int | None = None
+    tokens_saved: int | None = None
+    seconds: float | None = None
+    seconds_saved: float | None = None
 
     def add(self, report: TrajectoryReport) -> None:
         """Count one trajectory's report."""
@@ -68,18 +76,43 @@ class Totals:
             self.with_block += 1
             self.first_block_indices.append(first.index)
             self.calls_after_first_block += report.calls_after_first_block
+        if report.succeeded:
+            self.succeeded += 1
+            self.succeeded_blocked += first is not None
+        self.tokens = _plus(self.tokens, report.tokens)
+        self.tokens_saved = _plus(self.tokens_saved, report.tokens_saved)
+        self.seconds = _plus(self.seconds, report.seconds)
+        self.seconds_saved = _plus(self.seconds_saved, report.seconds_saved)
 
-    def as_dict(self) -> dict[str, int]:
-        """The ``summary`` object of the JSON contract (plus ``stopped``)."""
+    def as_dict(self) -> dict[str, Any]:
+        """The ``summary`` object of the JSON contract (docs/analyze-json.md)."""
         return {
             "trajectories": self.trajectories,
             "calls": self.calls,
             "with_warning": self.with_warning,
-            "with_block": self.with_block,
+            "with_block_or_stop": self.with_block,
             "stopped": self.stopped,
-            "calls_after_first_block": self.calls_after_first_block,
+            "calls_after_first_block_or_stop": self.calls_after_first_block,
             "calls_saved": self.calls_saved,
+            "succeeded": self.succeeded,
+            "succeeded_with_block_or_stop": self.succeeded_blocked,
+            "cost": {
+                "tokens": self.tokens,
+                "tokens_saved": self.tokens_saved,
+                "seconds": self.seconds,
+                "seconds_saved": self.seconds_saved,
+            },
         }
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _plus(total: _N | None, value: _N | None) -> _N | None:
+    """A sum over the runs that record a cost: None until one does."""
+    if value is None:
+        return total
+    return value if total is None else total + value
 
 
 KeepFilter = Callable[[TrajectoryReport], bool]

@@ -66,11 +66,12 @@ def sweep_row(variant: Variant, config: dict[str, Any], totals: Totals) -> dict[
         "effective": {key: effective_value(config, key) for key in asked},
         "config": config,
         "summary": totals.as_dict(),
-        "first_block_index": None
+        # The call (counting from 1) of each trajectory's first block or stop.
+        "first_block_or_stop_call": None
         if not positions
         else {
-            "min": min(positions),
-            "median": statistics.median(positions),
-            "max": max(positions),
+            "min": min(positions) + 1,
+            "median": statistics.median(positions) + 1,
+            "max": max(positions) + 1,
         },
     }

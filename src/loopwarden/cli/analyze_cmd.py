@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         help="replay once per value (several --sweep are crossed); one summary row per "
-        "variant, in a text, json or jsonl report (not html)",
+        "variant in every output format, and with --output html a plot of what each variant "
+        "saves against what it blocks",
     )
     parser.add_argument(
         "--jobs", type=_jobs, default=1, metavar="N", help="worker processes (default 1)"
@@ -93,9 +94,6 @@ def run(args: argparse.Namespace) -> int:
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
-    if args.sweep and args.output == "html":
-        err.print(_error("--sweep reports are text, json or jsonl, not html"))
-        return 2
     if args.sweep and args.record:
         err.print(_error("--record records the runs of one config: drop --sweep or --record"))
         return 2
@@ -234,6 +232,8 @@ def _analyze_and_write(
         writer.finish(analysis, notices)
     elif args.sweep and args.output == "text":
         report_text.write_sweep_text(analysis, variants, notices, out)
+    elif args.sweep and args.output == "html":
+        report_html.write_sweep_html(analysis, variants, notices, out)
     elif args.sweep:
         report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
     else:

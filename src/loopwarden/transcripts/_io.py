@@ -183,3 +183,27 @@ def text_of(content: Any) -> str:
         ]
         return "\n".join(parts)
     return "" if content is None else str(content)
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """A transcript timestamp as epoch seconds: epoch milliseconds (a number) or ISO 8601."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) / 1000.0
+    if not isinstance(value, str) or not value:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def token_sum(usage: Any, *keys: str) -> int | None:
+    """The sum of a usage object's integer counts under ``keys``; None when it has none."""
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage[key] for key in keys if type(usage.get(key)) is int]
+    return sum(counts) if counts else None
