@@ -335,8 +335,9 @@ def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: Resolve
             "consecutive_repeat",
             c.identical,
             f"WARNING: You have called {tool} {c.identical} times in a row with identical "
-            "arguments and identical results. If the next result is the same again, the call "
-            "after it will be blocked: change your approach or report the task as failed.",
+            "arguments and identical results, and this call is the same again. If it returns "
+            "the same result, the next identical call will be blocked: change your approach or "
+            "report the task as failed.",
             None,
             LAST_CHANCE_PREFIX + key,
         )
