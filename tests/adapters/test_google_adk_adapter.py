@@ -209,7 +209,7 @@ def test_repeated_call_is_warned_then_blocked_then_the_run_stops() -> None:
     shown = model.shown
     assert shown[: warn_at - 1] == [{"result": "It is 21C in Paris."}] * (warn_at - 1)
     warned = shown[warn_at - 1]["result"]
-    assert warned.startswith("It is 21C in Paris.\n\nWARNING: You have called get_weather")
+    assert warned == f"It is 21C in Paris.\n\n{seen[0].message}"
     assert set(shown[block_at - 1]) == {"error"} and "CRITICAL" in shown[block_at - 1]["error"]
     # The run ended with the reason as the model's last word, tagged for the application.
     assert final_text(events) == seen[-1].message
@@ -352,6 +352,7 @@ def test_two_concurrent_runs_sharing_a_guard_are_kept_apart() -> None:
 def test_warning_on_a_dict_result_travels_next_to_its_fields() -> None:
     warn_at, _, _ = repeat_points(RECOMMENDED)
     guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
     runner, model, _ = make(guard, turns(("get_report", {"city": "Paris"}), repeat=warn_at))
 
     asyncio.run(run(runner))
@@ -359,7 +360,7 @@ def test_warning_on_a_dict_result_travels_next_to_its_fields() -> None:
     assert model.shown[0] == {"city": "Paris", "celsius": 21}
     warned = model.shown[warn_at - 1]
     assert {k: warned[k] for k in ("city", "celsius")} == {"city": "Paris", "celsius": 21}
-    assert warned[WARNING_KEY].startswith("WARNING: You have called get_report")
+    assert warned[WARNING_KEY] == seen[0].message
 
 
 def test_healthy_run_is_untouched() -> None:
