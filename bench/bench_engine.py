@@ -30,8 +30,9 @@ The ``LoopGuard`` rows run the same workload through the facade a runtime calls:
 ``before_tool_call`` → (the tool runs only when allowed) → ``after_tool_call``, one
 ``MemoryStore`` session, with the default profile (``{"enabled": true}``) and with
 ``{"profile": "recommended"}`` (and that profile without ``normalizeVolatile``, to show the rest
-of its cost). µs per call counts every call offered, blocked ones included. ``--compare SRC``
-loads a second loopwarden source tree side by side (e.g. an older commit:
+of its cost). µs per call counts every call offered, blocked ones included; a last table gives
+each profile's cost as a multiple of the default profile's, from the same interleaved rounds.
+``--compare SRC`` loads a second loopwarden source tree side by side (e.g. an older commit:
 ``git archive REV src | tar -x -C /tmp/old``, then ``--compare /tmp/old/src``) and interleaves
 its rounds with this tree's, so both see the same load on a shared machine.
 """
@@ -74,7 +75,7 @@ OPENCLAW_US = {30: 15.9, 1_000: 27.4, 10_000: 126.0}  # issue 3, TypeScript on N
 GUARD_PROFILES: dict[str, dict[str, Any]] = {
     "default": {"enabled": True},
     "recommended": {"profile": "recommended"},
-    # The same without volatile normalisation, whose regular expressions dominate the row above.
+    # The same without volatile normalisation: the rest of the profile's cost.
     "rec-no-vol": {"profile": "recommended", "normalizeVolatile": False},
 }
 
@@ -477,6 +478,22 @@ def _guard_table(workload: list[Call], repeat: int, compare: Path | None) -> Non
                     f"{tree:>5} | {profile:>11} | {size:>11,} | "
                     f"{min(cell):>8.2f} (worst {max(cell):>6.2f}) | {shown}"
                 )
+    _ratio_table(times, trees)
+
+
+def _ratio_table(times: dict[tuple[str, str, int], list[float]], trees: dict[str, Any]) -> None:
+    """Each profile's best µs per call over the default profile's, from the same rounds."""
+    print("\nper call, relative to the default profile (best of each; goal for recommended: ≤ 2×)")
+    profiles = [p for p in GUARD_PROFILES if p != "default"]
+    print(f"{'tree':>5} | {'historySize':>11} | {'default µs':>10} | " + " | ".join(profiles))
+    for size in HISTORY_SIZES:
+        for tree in trees:
+            base = min(times[tree, "default", size])
+            cells = [
+                f"{min(times[tree, p, size]):.2f} ({min(times[tree, p, size]) / base:.2f}×)"
+                for p in profiles
+            ]
+            print(f"{tree:>5} | {size:>11,} | {base:>10.2f} | " + " | ".join(cells))
 
 
 def _memory_table(workload: list[Call]) -> None:

@@ -6,14 +6,19 @@ What it replays (each trajectory through a real LoopGuard, exactly as `loopwarde
 - the development corpus in shared/eval (real mini-swe-agent and tau-bench runs, outcome labels);
 - the same real runs with a loop injected: one of their calls repeated 5 to 40 times in a row,
   its result identical or differing only in bash line numbers, timestamps, durations or pids;
+- the same-edit loop rebuilt from real runs: a real file (as a real run printed it with
+  `nl -ba`/`cat -n`) edited again and again by one SWE-agent `edit` command that inserts
+  lines, each result rendered as SWE-agent shows it (`[File: X (N lines total)]`, a 100-line
+  window), so the results differ only in numbers once the window is full of copies;
 - synthetic runs for what the corpus lacks: SWE-agent `cd`/`javac` loops, a stuck poll, a
   rephrased doomed call, an A-B-C cycle (loops); slow but moving polls, paging, re-running tests
   between edits (healthy).
 
 A run "loops" when it holds 5 or more consecutive identical calls whose results are identical
-after volatile normalisation. It is "caught" when the first block (or stop) falls inside that
-loop; the repetition at block is the number of repeats before the blocked call (the first call
-is the original, so blocking the 5th identical call is repetition 4).
+after volatile normalisation (for edit calls, once every number is masked too). It is "caught"
+when the first block (or stop) falls inside that loop. The position of the block is the
+blocked call's place in the loop: the loop's first call is 1, so blocking the 4th identical
+call is position 4 (three of the loop's calls ran, the fourth did not).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import gzip
 import json
 import random
+import re
 import statistics
 import sys
 from collections.abc import Sequence
@@ -32,6 +38,7 @@ from typing import Any
 from loopwarden import LoopGuard, hash_tool_call, resolve_config
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
 from loopwarden.canonical import digest_stable
+from loopwarden.patterns import is_edit_call, mask_numbers
 from loopwarden.transcripts import read_transcripts
 from loopwarden.transcripts.model import ToolCall, Trajectory
 from loopwarden.volatile import VolatileNormalizer
@@ -53,6 +60,7 @@ class Case:
     family: str  # corpus, injected, synthetic-loop, synthetic-healthy
     success: bool | None = None  # resolved / reward 1 (None: unknown)
     loop_kind: str | None = None  # for synthetic loops that are not consecutive repeats
+    shape: str = ""  # the loop's shape, for the per-shape table (consecutive loops only)
 
 
 @dataclass
@@ -62,12 +70,14 @@ class ProfileResult:
     name: str
     looped: int = 0
     caught: int = 0
-    repetitions: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    by_shape: dict[str, list[int | None]] = field(default_factory=dict)  # position or None
     other_loops: int = 0
     other_caught: int = 0
     healthy_success: int = 0
     false_blocks_success: int = 0
     warned_success: int = 0
+    warned: int = 0
     healthy: int = 0
     false_blocks: int = 0
     false_block_ids: list[str] = field(default_factory=list)
@@ -84,7 +94,10 @@ def _key(call: ToolCall) -> str:
 
 def _outcome_key(call: ToolCall) -> str:
     value = call.result if call.has_outcome and call.error is None else call.error
-    return digest_stable(_NORMALIZER.normalize(value))
+    value = _NORMALIZER.normalize(value)
+    if call.error is None and is_edit_call(call.tool, call.params):
+        value = mask_numbers(value)  # the same edit again: only the line counts move
+    return digest_stable(value)
 
 
 def loop_span(trajectory: Trajectory, minimum: int = 5) -> tuple[int, int] | None:
@@ -160,7 +173,9 @@ def injected_cases(corpus: Sequence[Case], rng: random.Random, count: int) -> li
             for k in range(repeats)
         ]
         if volatile:  # the loop's first call already has the volatile shape
-            loop[0] = ToolCall(loop[0].tool, loop[0].params, result=_vary(loop[0].result, rng, 99))
+            loop[0] = ToolCall(
+                loop[0].tool, loop[0].params, result=_vary(calls[at].result, rng, 99)
+            )
         items = [*calls[:at], *loop, *calls[at + 1 :]]
         kind = "volatile" if volatile else "identical"
         trajectory = Trajectory(
@@ -183,6 +198,67 @@ def _healthy_prefix(rng: random.Random) -> list[ToolCall]:
     return [
         _call("open", {"path": f}, f"contents of {f} ({rng.randint(10, 400)} lines)") for f in files
     ]
+
+
+# SWE-agent 0.x shows an edited file as a 100-line window around the edit's first line.
+_WINDOW = 100
+_VIEW_LINE = re.compile(r"^\s*(\d+)\t(.*)$")
+_EDIT_FOOTER = (
+    "File updated. Please review the changes and make sure they are correct (correct "
+    "indentation, no duplicate lines, etc). Edit the file again if necessary."
+)
+
+
+def _real_file_views(corpus: Sequence[Case], minimum: int = 40) -> list[tuple[str, list[str]]]:
+    """(path, lines) of real source files as real runs printed them with `nl -ba` / `cat -n`."""
+    views = []
+    for case in corpus:
+        for call in case.trajectory.calls:
+            command = call.params.get("command") if isinstance(call.params, dict) else None
+            if not isinstance(command, str) or not isinstance(call.result, str):
+                continue
+            match = re.match(r"(?:nl -ba|cat -n) (\S+\.py)", command)
+            lines = [m.group(2) for m in map(_VIEW_LINE.match, call.result.splitlines()) if m]
+            if match and len(lines) >= minimum:
+                views.append((match.group(1), lines))
+                break  # one file per run
+    return views
+
+
+def _swe_agent_window(path: str, lines: Sequence[str], current: int) -> str:
+    """What SWE-agent 0.x prints after an edit: the header, a window, the footer."""
+    total = len(lines)
+    above = max(0, current - _WINDOW // 2)
+    below = max(0, total - current - _WINDOW // 2)
+    last = max(current + _WINDOW // 2, _WINDOW // 2)
+    first = max(0, last - _WINDOW)
+    shown = [f"{n + 1}:{lines[n]}" for n in range(first, min(last, total))]
+    parts = [f"[File: /repo/{path} ({total} lines total)]"]
+    parts += [f"({above} more lines above)"] if above else []
+    parts += shown
+    parts += [f"({below} more lines below)"] if below else []
+    return "\n".join([*parts, _EDIT_FOOTER])
+
+
+def same_edit_cases(corpus: Sequence[Case], rng: random.Random, count: int = 16) -> list[Case]:
+    """The same SWE-agent `edit` applied 15-28 times to a real file, inserting lines each time."""
+    cases = []
+    views = _real_file_views(corpus)
+    for path, original in rng.sample(views, min(count, len(views))):
+        lines = list(original)
+        at = rng.randrange(5, len(lines) - 5)  # 1-based line the edit rewrites
+        added = [f"    {line.strip()}" for line in rng.sample(original, rng.randint(3, 13))]
+        replacement = [lines[at - 1], *added]
+        command = "\n".join([f"edit {at}:{at}", *replacement, "end_of_edit"])
+        loop = []
+        for _ in range(rng.randint(15, 28)):
+            lines[at - 1 : at] = replacement
+            loop.append(_call("edit", {"command": command}, _swe_agent_window(path, lines, at)))
+        opened = _swe_agent_window(path, original, at).replace(_EDIT_FOOTER, "").rstrip()
+        items: list[Any] = [_call("open", {"command": f"open {path} {at}"}, opened), *loop]
+        trajectory = Trajectory(f"same-edit/{path}", "synthetic", "jsonl", items)
+        cases.append(Case(trajectory, "same-edit", None, shape="same edit, growing output"))
+    return cases
 
 
 def synthetic_cases(rng: random.Random) -> list[Case]:
@@ -313,22 +389,43 @@ def measure(name: str, config: dict[str, Any], cases: Sequence[Case]) -> Profile
     return result
 
 
+_SHAPES = {
+    "injected-identical": "a real call repeated, identical results",
+    "injected-volatile": "a real call repeated, volatile details vary",
+    "cd-loop": "SWE-agent `cd` into a missing folder",
+    "javac-loop": "SWE-agent `javac: command not found`",
+    "stuck-poll": "a poll that never moves",
+}
+
+
+def _shape(case: Case) -> str:
+    if case.shape:
+        return case.shape
+    family, _, name = case.trajectory.id.partition("/")
+    key = family if family.startswith("injected") else name.rsplit("-", 1)[0]
+    return _SHAPES.get(key, key)
+
+
 def _score(result: ProfileResult, case: Case, report: TrajectoryReport) -> None:
     span = loop_span(case.trajectory)
     block = _first_block(report)
     if span is not None:
         result.looped += 1
+        position = None
         if block is not None and span[0] <= block < span[1]:
             result.caught += 1
-            result.repetitions.append(block - span[0])
+            position = block - span[0] + 1
+            result.positions.append(position)
         else:
             result.missed_ids.append(case.trajectory.id)
+        result.by_shape.setdefault(_shape(case), []).append(position)
         return
     if case.loop_kind is not None:
         result.other_loops += 1
         result.other_caught += block is not None
         return
     result.healthy += 1
+    result.warned += report.warnings > 0
     if block is not None:
         result.false_blocks += 1
         result.false_block_ids.append(case.trajectory.id)
@@ -342,11 +439,16 @@ def build_cases(shared: Path, seed: int = 7) -> list[Case]:
     """Every case of the evaluation, deterministically."""
     rng = random.Random(seed)
     corpus = corpus_cases(shared)
-    return corpus + injected_cases(corpus, rng, 200) + synthetic_cases(rng)
+    injected = injected_cases(corpus, rng, 200)
+    return corpus + injected + synthetic_cases(rng) + same_edit_cases(corpus, rng)
 
 
 # ---------------------------------------------------------------------------------------------
 # Report
+
+
+def _median(values: Sequence[int]) -> str:
+    return f"{statistics.median(values):g}" if values else "—"
 
 
 def _pct(n: int, d: int) -> str:
@@ -368,20 +470,37 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
         + f" — {len(cases)} trajectories, {calls} tool calls.",
         "",
         "| profile | loops caught (5+ identical calls, identical or volatile-only results) "
-        "| median repetition at block | other loops caught (cycle, rephrased error) "
+        "| median position of the blocked call | other loops caught (cycle, rephrased error) "
         "| false blocks, healthy successful runs | false blocks, all healthy runs "
-        "| warned, healthy successful runs |",
-        "|---|---|---|---|---|---|---|",
+        "| warned, healthy successful runs | warned, all healthy runs |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        median = f"{statistics.median(r.repetitions):g}" if r.repetitions else "—"
         lines.append(
-            f"| {r.name} | {_pct(r.caught, r.looped)} | {median} "
+            f"| {r.name} | {_pct(r.caught, r.looped)} | {_median(r.positions)} "
             f"| {_pct(r.other_caught, r.other_loops)} "
             f"| {_pct(r.false_blocks_success, r.healthy_success)} "
             f"| {_pct(r.false_blocks, r.healthy)} "
-            f"| {_pct(r.warned_success, r.healthy_success)} |"
+            f"| {_pct(r.warned_success, r.healthy_success)} "
+            f"| {_pct(r.warned, r.healthy)} |"
         )
+    lines += [
+        "",
+        "Position: the blocked call's place in the loop, the loop's first call being 1 (the 4th "
+        "identical call blocked = position 4: three of the loop's calls ran).",
+        "",
+        "Per loop shape (caught; median position of the blocked call):",
+        "",
+        "| loop shape | " + " | ".join(r.name for r in results) + " |",
+        "|---|" + "---|" * len(results),
+    ]
+    for shape in results[0].by_shape:
+        cells = []
+        for r in results:
+            found = r.by_shape.get(shape, [])
+            caught = [p for p in found if p is not None]
+            cells.append(f"{len(caught)}/{len(found)}; {_median(caught)}")
+        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Definitions and method: see the docstring of `scripts/evaluate_profiles.py`.",

@@ -18,10 +18,25 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
 OPENCLAW = "openclaw-session-example.jsonl"
 
 TRAJECTORY_KEYS = {
-    "id", "source", "format", "calls", "warnings", "blocks", "stopped", "first_warning",
-    "first_block", "calls_after_first_block", "events",
+    "id", "source", "format", "succeeded", "calls", "warnings", "blocks", "stopped",
+    "first_warning", "first_block", "stop", "calls_after_first_block_or_stop", "calls_saved",
+    "cost", "events",
 }  # fmt: skip
-SUMMARY_KEYS = {"trajectories", "calls", "with_warning", "with_block", "calls_after_first_block"}
+SUMMARY_KEYS = {
+    "trajectories", "calls", "with_warning", "with_block_or_stop", "stopped",
+    "calls_after_first_block_or_stop", "calls_saved", "succeeded",
+    "succeeded_with_block_or_stop", "cost",
+}  # fmt: skip
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[1] / "docs" / "analyze-report.schema.json").read_text()
+)
+
+
+def valid(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``, checked against the published JSON Schema of the report."""
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    return doc
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -32,7 +47,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code, out, _ = run(capsys, *argv, "--output", "json")
-    return code, json.loads(out)
+    return code, valid(json.loads(out))
 
 
 def flat(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -60,21 +75,27 @@ def test_json_contract_on_the_shipped_examples(capsys: pytest.CaptureFixture[str
     assert doc["errors"] == [] and doc["skipped"] == []
     trajectories = doc["trajectories"]
     for traj in trajectories:
-        assert set(traj) >= TRAJECTORY_KEYS
+        assert set(traj) == TRAJECTORY_KEYS
         assert isinstance(traj["calls"], int) and isinstance(traj["stopped"], bool)
         for event in traj["events"]:
-            assert set(event) == {"index", "tool", "level", "action", "detector", "count"}
+            assert set(event) == {"index", "call", "tool", "level", "action", "detector", "count"}
             assert event["action"] in ("warn", "block", "stop")
-            assert 0 <= event["index"] < traj["calls"]
+            assert 0 <= event["index"] < traj["calls"] and event["call"] == event["index"] + 1
     summary = doc["summary"]
-    assert set(summary) >= SUMMARY_KEYS
+    assert set(summary) == SUMMARY_KEYS
     assert summary["trajectories"] == len(trajectories)
     assert summary["calls"] == sum(t["calls"] for t in trajectories)
     assert summary["with_warning"] == sum(1 for t in trajectories if t["warnings"])
-    assert summary["with_block"] == sum(1 for t in trajectories if t["first_block"])
-    assert summary["calls_after_first_block"] == sum(
-        t["calls_after_first_block"] for t in trajectories
+    assert summary["with_block_or_stop"] == sum(
+        1 for t in trajectories if t["first_block"] or t["stop"]
     )
+    assert summary["calls_after_first_block_or_stop"] == sum(
+        t["calls_after_first_block_or_stop"] for t in trajectories
+    )
+    for traj in trajectories:  # a block is a block and a stop a stop
+        assert traj["blocks"] == (0 if traj["first_block"] is None else traj["blocks"])
+        assert (traj["first_block"] is None) == (traj["blocks"] == 0)
+        assert (traj["stop"] is None) == (not traj["stopped"])
 
 
 def test_openclaw_loop_warns_then_the_compaction_guard_stops_it(
@@ -86,18 +107,19 @@ def test_openclaw_loop_warns_then_the_compaction_guard_stops_it(
     warning_threshold = doc["config"]["warningThreshold"]
     assert traj["first_warning"] == {
         "index": 2 + warning_threshold,
+        "call": 3 + warning_threshold,
         "tool": "exec",
         "detector": "generic_repeat",
         "count": warning_threshold,
     }
     # 14 calls before the compaction; the window's 3rd identical outcome aborts the run.
     window = doc["config"]["postCompactionGuard"]["windowSize"]
-    block = traj["first_block"]
-    assert block["index"] == 14 + window - 1 == traj["calls"] - 1
-    assert block["detector"] == "compaction_loop_persisted" and block["tool"] == "exec"
-    assert "auto-compaction" in block["message"]
-    assert traj["stopped"] is True and traj["blocks"] == 0
-    assert traj["calls_after_first_block"] == 0
+    stop = traj["stop"]
+    assert stop["index"] == 14 + window - 1 == traj["calls"] - 1 == stop["call"] - 1
+    assert stop["detector"] == "compaction_loop_persisted" and stop["tool"] == "exec"
+    assert "auto-compaction" in stop["message"]
+    assert traj["stopped"] is True and traj["blocks"] == 0 and traj["first_block"] is None
+    assert traj["calls_after_first_block_or_stop"] == 0
     assert [e["action"] for e in traj["events"]] == ["warn", "stop"]
 
 
@@ -114,7 +136,7 @@ def test_without_the_compaction_entry_the_run_is_not_stopped(
     path.write_text("".join(fixed))
     code, doc = run_json(capsys, str(path))
     (traj,) = doc["trajectories"]
-    assert traj["stopped"] is False and traj["first_block"] is None
+    assert traj["stopped"] is False and traj["first_block"] is None and traj["stop"] is None
     assert code == 0
 
 
@@ -132,7 +154,7 @@ def test_blocked_calls_are_not_executed_and_later_calls_still_count(
     assert traj["first_block"]["index"] == critical
     assert traj["first_block"]["detector"] == "generic_repeat"
     assert traj["blocks"] == len(results) - critical
-    assert traj["calls_after_first_block"] == len(results) - critical - 1
+    assert traj["calls_after_first_block_or_stop"] == len(results) - critical - 1
     assert code == 1
 
 
@@ -183,7 +205,7 @@ def test_malformed_file_is_reported_and_the_others_still_analysed(
         ["--set", "repeatThreshold=3"],
         ["--agent", "ops"],
         ["--sweep", "criticalThreshold"],
-        ["--sweep", "criticalThreshold=5", "--output", "html"],
+        ["--sweep", "criticalThreshold=5", "--record", "runs.db"],
     ],
 )
 def test_exit_2_on_config_and_usage_errors(
@@ -207,10 +229,45 @@ def test_explicit_non_transcript_is_an_error_but_skipped_in_a_directory(
 ) -> None:
     meta = tmp_path / "runs.meta.jsonl"
     meta.write_text(json.dumps({"trajectory": "r", "resolved": True}) + "\n")
+    flat(tmp_path / "run.jsonl", same_call_rows("r", ["ok"]))
     code, doc = run_json(capsys, str(tmp_path))
     assert code == 0 and doc["errors"] == [] and len(doc["skipped"]) == 1
-    code, doc = run_json(capsys, str(meta))
-    assert code == 2 and "not a recognised transcript" in doc["errors"][0]
+    code, out, err = run(capsys, str(meta), "--output", "json")
+    assert code == 2 and out == ""  # nothing to analyse: no report, the error once
+    assert err.count("not a recognised transcript") == 1 and "nothing to analyse" in err
+
+
+@pytest.mark.parametrize("output", ["text", "json", "jsonl", "html"])
+def test_input_with_nothing_to_analyse_is_an_error_reported_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    (tmp_path / "notes.json").write_text('{"not": "a transcript"}')
+    report = tmp_path / "report.out"
+    report.write_text("the previous report")
+    code, out, err = run(capsys, str(tmp_path), "--output", output)
+    assert code == 2 and out == ""
+    assert err.count("nothing to analyse") == 1 and "1 not a transcript" in err
+    code, out, err = run(capsys, str(tmp_path / "notes.json"), "--output", output)
+    assert code == 2 and out == "" and err.count("not a recognised transcript") == 1
+    code, _, _ = run(capsys, str(tmp_path / "notes.json"), "--output", output, "--out", str(report))
+    assert code == 2 and report.read_text() == "the previous report"
+
+
+def test_a_half_written_last_line_is_left_out_with_one_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    whole = (EXAMPLES / OPENCLAW).read_text(encoding="utf-8")
+    cut = whole.index('"name":"exec"', len(whole) // 2)  # inside a line, after a complete one
+    partial = tmp_path / "live.jsonl"
+    partial.write_text(whole[:cut], encoding="utf-8")
+    code, out, err = run(capsys, str(partial), "--output", "json")
+    lineno = whole[:cut].count("\n") + 1
+    assert code in (0, 1) and json.loads(out)["trajectories"][0]["calls"] > 0
+    assert err.count("warning:") == 1 and f"live.jsonl:{lineno}: the last line is incomplete" in err
+    # A broken line in the middle of a file is still an error, with a clean message.
+    partial.write_text(whole[:cut] + "\n" + whole[cut:], encoding="utf-8")
+    code, out, err = run(capsys, str(partial), "--output", "json")
+    assert code == 2 and "not valid JSON" in err and " at at " not in err
 
 
 # -- other outputs -------------------------------------------------------------------------------
@@ -271,7 +328,7 @@ def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> Non
         assert row["summary"] == single["summary"]
         assert row["config"] == single["config"]
     # A lower critical threshold cuts the OpenClaw loop short long before the compaction.
-    saved = [row["summary"]["calls_after_first_block"] for row in rows]
+    saved = [row["summary"]["calls_after_first_block_or_stop"] for row in rows]
     assert saved[0] > saved[-1] == 0
     assert code == 1
     _, text, _ = run(capsys, sample, "--sweep", "criticalThreshold=4,30")
@@ -281,8 +338,8 @@ def test_sweep_rows_match_single_runs(capsys: pytest.CaptureFixture[str]) -> Non
 def test_forced_format(capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--format", "openclaw")
     assert code == 1 and doc["trajectories"][0]["format"] == "openclaw"
-    code, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--format", "swe-agent")
-    assert code == 2 and "not valid JSON" in doc["errors"][0]
+    code, out, err = run(capsys, str(EXAMPLES / OPENCLAW), "--format", "swe-agent")
+    assert code == 2 and out == "" and "not valid JSON" in err
 
 
 def test_reports_never_carry_arguments_or_results(
@@ -363,7 +420,7 @@ def test_a_stop_instead_of_a_block_ends_the_replayed_run(
     ]
     assert traj["stopped"] is True and traj["blocks"] == 1
     assert traj["first_block"]["index"] == critical
-    assert traj["calls_after_first_block"] == 25 - critical - 1
+    assert traj["calls_after_first_block_or_stop"] == 25 - critical - 1
     assert code == 1
 
 
@@ -377,3 +434,61 @@ def test_text_report_prints_names_with_brackets_verbatim(
     assert code == 2
     assert "● t[/b]" in out and "(to[/x]ol): generic_repeat" in out
     assert f"error: {bad}:1: not valid JSON" in err
+
+
+# -- what the command line says ------------------------------------------------------------------
+
+
+def test_text_shows_the_block_and_the_stop_each_with_its_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, str(EXAMPLES / OPENCLAW), "--set", "profile=recommended")
+    _, doc = run_json(capsys, str(EXAMPLES / OPENCLAW), "--set", "profile=recommended")
+    events = doc["trajectories"][0]["events"]
+    block = next(e for e in events if e["action"] == "block")
+    stop = next(e for e in events if e["action"] == "stop")
+    assert code == 1
+    assert f"blocked at call {block['index'] + 1} of" in out
+    assert f"stopped the run at call {stop['index'] + 1} of" in out
+    assert out.count("why:") == 2
+
+
+def test_counts_are_written_in_the_right_number(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = flat(tmp_path / "one.jsonl", same_call_rows("r", ["ok"]))
+    _, out, _ = run(capsys, str(path))
+    assert "1 trajectory, 1 tool call, 1 file" in out
+    _, out, _ = run(capsys, str(EXAMPLES))
+    assert "25 trajectories, 183 tool calls, 6 files" in out
+
+
+def test_a_bad_sweep_value_is_reported_under_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(EXAMPLES), "--sweep", "bogus=1,2")
+    assert code == 2 and err.startswith("error: --sweep: ") and "--set" not in err
+    code, _, err = run(capsys, str(EXAMPLES), "--set", "bogus=1")
+    assert code == 2 and err.startswith("error: --set: ")
+
+
+def test_a_sweep_row_says_what_ran_when_a_value_is_clamped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = run(capsys, str(EXAMPLES), "--sweep", "criticalThreshold=5,20")
+    warning = resolve_config({"enabled": True}).warning_threshold
+    assert f"5 → runs as {warning + 1}" in out and "20 → runs as" not in out
+    _, doc = run_json(capsys, str(EXAMPLES), "--sweep", "criticalThreshold=5,20")
+    assert [row["effective"]["criticalThreshold"] for row in doc["sweep"]] == [warning + 1, 20]
+
+
+@pytest.mark.parametrize("output", ["text", "json", "html"])
+def test_a_report_written_to_a_file_says_where_and_what_the_exit_code_means(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str
+) -> None:
+    report = tmp_path / f"report.{output}"
+    code, out, err = run(capsys, str(EXAMPLES), "--output", output, "--out", str(report))
+    assert code == 1 and out == "" and report.stat().st_size > 0
+    assert f"wrote the {output} report to {report}" in err
+    assert "exit 1: the guard would have blocked calls or stopped runs in 1 trajectory" in err
+    quiet = flat(tmp_path / "quiet.jsonl", same_call_rows("r", ["ok"]))
+    code, _, err = run(capsys, str(quiet), "--output", output, "--out", str(report))
+    assert code == 0 and "exit 0: nothing would have been blocked" in err

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 import loopwarden as lw
 
@@ -137,3 +141,72 @@ def test_a_catastrophic_volatile_pattern_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "tools.loopDetection.volatilePatterns[0]" in done.stderr
     assert "'(a+)+$'" in done.stderr
+
+
+def test_a_bare_block_file_means_what_the_same_dict_means(tmp_path: Path) -> None:
+    block = {"enabled": True, "criticalThreshold": 12, "warningThreshold": 4}
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(block))
+    assert lw.LoopGuard(str(bare)).config == lw.LoopGuard(dict(block)).config
+    assert lw.LoopGuard(str(bare)).config.enabled is True
+    done = run("config", "check", str(bare), "--output", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["config"] == lw.resolve_config(block).to_camel()
+
+
+def test_a_bare_block_file_is_checked_strictly(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"enabled": true, "criticalThreshhold": 3}')
+    done = run("config", "check", str(bare))
+    assert done.returncode == 2 and "criticalThreshhold: unknown key" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        ({"tools": {"loopDetecton": {"enabled": True}}}, "tools.loopDetecton: unknown block"),
+        ({"loopDetection": {"enabled": True}}, "loopDetection: the block belongs under tools"),
+        ({"tools": {"criticalThreshold": 3}}, "tools.criticalThreshold: a tools.loopDetection key"),
+        (
+            {"agents": {"list": [{"id": "a", "tools": {"loopdetection": {}}}]}},
+            "agents.list[0].tools.loopdetection: unknown block",
+        ),
+    ],
+)
+def test_a_misspelt_or_misplaced_block_is_an_error(
+    tmp_path: Path, content: dict[str, object], where: str
+) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text(json.dumps(content))
+    done = run("config", "check", str(path))
+    assert done.returncode == 2 and where in done.stderr, done.stderr
+    with pytest.raises(lw.ConfigError, match=r"did you mean|belongs under|outside its block"):
+        lw.LoopGuard(str(path))
+
+
+def test_a_whole_config_without_the_block_still_gets_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text('{"models": {"default": "x"}, "tools": {"exec": {"timeout": 30}}}')
+    done = run("config", "check", str(path))
+    assert done.returncode == 0 and "no tools.loopDetection block found" in done.stdout
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _subparsers(child)
+
+
+def test_every_option_has_help_text_and_output_is_one_convention() -> None:
+    from loopwarden.cli import build_parser
+
+    for parser in _subparsers(build_parser()):
+        for action in parser._actions:
+            if action.option_strings and action.help != argparse.SUPPRESS:
+                assert action.help, f"{parser.prog} {action.option_strings}: no help text"
+            if action.option_strings == ["--json"]:  # the old spelling of --output json
+                assert action.help == argparse.SUPPRESS and action.dest == "output"
+    done = run("runs", "show", "x", "--output", "json", "--db", "/nonexistent/runs.db")
+    assert done.returncode == 2 and "no run records" in done.stderr

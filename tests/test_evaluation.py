@@ -24,12 +24,24 @@ def evaluation() -> Evaluation:
     return evaluate_profiles.evaluate(shared_path())
 
 
-def test_recommended_catches_every_loop_by_the_fourth_repetition(evaluation: Evaluation) -> None:
+def test_recommended_catches_every_loop_by_the_fourth_call(evaluation: Evaluation) -> None:
     openclaw, recommended = evaluation[0]
     assert recommended.looped > 200 and recommended.caught == recommended.looped
-    assert statistics.median(recommended.repetitions) <= 4
+    assert statistics.median(recommended.positions) <= 4
     assert recommended.other_caught == recommended.other_loops
     assert openclaw.caught < recommended.caught
+
+
+def test_the_same_edit_with_a_growing_result_is_its_own_row_and_caught(
+    evaluation: Evaluation,
+) -> None:
+    openclaw, recommended = evaluation[0]
+    shape = "same edit, growing output"
+    positions = recommended.by_shape[shape]
+    assert len(positions) >= 10 and None not in positions
+    assert statistics.median(p for p in positions if p is not None) <= 4
+    assert all(p is None for p in openclaw.by_shape[shape])
+    assert f"| {shape} |" in evaluate_profiles.render(*evaluation)
 
 
 def test_recommended_never_blocks_healthy_runs_and_rarely_warns(evaluation: Evaluation) -> None:

@@ -26,6 +26,15 @@ from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
 
 DATA = Path(__file__).parent / "data" / "coding_agents"
 
+# Where the hooks' default profile acts on one call repeated with one identical (non-empty)
+# result, calls counted from 1: once `critical` identical results are in, the next call is
+# blocked; the call one before it gets the last-chance warning; the run stops at the block that
+# makes `stopAfterBlocks` (a retried blocked call counts, so it is the next one).
+CONFIG = hook_cmd.hook_config(None, [])
+WARNED = CONFIG.consecutive_critical_threshold
+BLOCKED = WARNED + 1
+STOPPED = BLOCKED + CONFIG.stop_after_blocks - 1
+
 
 def payload(agent: str, name: str, **changes: Any) -> dict[str, Any]:
     """A captured payload, in one CLI session (the captures come from several)."""
@@ -100,21 +109,29 @@ def test_claude_code_failing_loop_warn_block_then_stop(db: Path) -> None:
     hook = Hook("claude-code", db)
     hook.send(payload("claude-code", "UserPromptSubmit", prompt_id="p1"))
     answers = []
-    for n in range(1, 8):
+    for n in range(1, STOPPED + 3):
         pre, post = _claude_call(n, "npm test")
         answer = hook.send(pre)
         answers.append(answer)
         if answer is None or "permissionDecision" not in answer["hookSpecificOutput"]:
             assert hook.send(post) is None
-    assert answers[:3] == [None, None, None]
-    warning = answers[3]["hookSpecificOutput"]
+    assert answers[: WARNED - 1] == [None] * (WARNED - 1)
+    # The last chance: the call runs, and the model reads why the next one will not.
+    warning = answers[WARNED - 1]["hookSpecificOutput"]
     assert warning["hookEventName"] == "PreToolUse" and "permissionDecision" not in warning
-    assert warning["additionalContext"].startswith("WARNING: You have called Bash 3 times")
-    block = answers[4]["hookSpecificOutput"]
+    assert warning["additionalContext"].startswith(
+        f"WARNING: You have called Bash {WARNED - 1} times"
+    )
+    assert "will be blocked" in warning["additionalContext"]
+    block = answers[BLOCKED - 1]["hookSpecificOutput"]
     assert block["permissionDecision"] == "deny"
-    assert block["permissionDecisionReason"].startswith("CRITICAL: Called Bash 4 times")
+    assert block["permissionDecisionReason"].startswith(
+        f"CRITICAL: Called Bash {BLOCKED - 1} times"
+    )
+    assert not block["permissionDecisionReason"].endswith(STOPPED_TURN)
     # The recommended profile's second block stops the run: every later call is denied.
-    for later in answers[5:]:
+    assert len(answers[STOPPED - 1 :]) == 3
+    for later in answers[STOPPED - 1 :]:
         assert later["hookSpecificOutput"]["permissionDecision"] == "deny"
         assert later["hookSpecificOutput"]["permissionDecisionReason"].endswith(STOPPED_TURN)
     # A new prompt is a new run: the same command may run again.
@@ -163,7 +180,7 @@ def test_codex_answers_only_with_fields_codex_accepts(db: Path) -> None:
     hook = Hook("codex", db)
     hook.send(payload("codex", "UserPromptSubmit"))
     answers = []
-    for n in range(6):
+    for n in range(STOPPED + 1):
         pre = payload("codex", "PreToolUse", tool_use_id=f"call_{n}")
         answer = hook.send(pre)
         answers.append(answer)
@@ -173,10 +190,15 @@ def test_codex_answers_only_with_fields_codex_accepts(db: Path) -> None:
             hook.send(post)
     # Codex discards a whole answer that has any other field (a deny next to "continue":
     # false lets the command run): only hookSpecificOutput, and never "allow".
-    for answer in answers[3:]:
+    assert answers[: WARNED - 1] == [None] * (WARNED - 1)
+    for answer in answers[WARNED - 1 :]:
         assert set(answer) == {"hookSpecificOutput"}
-    assert set(answers[3]["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
-    assert answers[4]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert set(answers[WARNED - 1]["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+    for denied in answers[BLOCKED - 1 :]:  # the block, the stop and a call after the stop
+        assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert answers[STOPPED - 1]["hookSpecificOutput"]["permissionDecisionReason"].endswith(
+        STOPPED_TURN
+    )
 
 
 def test_codex_post_compaction_stop_replaces_the_output(db: Path) -> None:
@@ -194,16 +216,24 @@ def test_gemini_cli_warns_after_the_call_and_stops_the_run(db: Path) -> None:
     before = payload("gemini-cli", "BeforeTool", tool_input={"command": "npm test"})
     after = payload("gemini-cli", "AfterTool-failing-command", tool_input={"command": "npm test"})
     seen = []
-    for _ in range(6):
+    for _ in range(STOPPED + 1):
         answer = hook.send(before)
         seen.append(("before", answer))
         if answer is None:
             seen.append(("after", hook.send(after)))
     after_answers = [a for kind, a in seen if kind == "after"]
     # Gemini CLI ignores context given before a tool: the warning comes with the result.
-    assert after_answers[3]["hookSpecificOutput"]["hookEventName"] == "AfterTool"
-    assert after_answers[3]["hookSpecificOutput"]["additionalContext"].startswith("WARNING")
+    assert len(after_answers) == BLOCKED - 1  # the calls that ran
+    assert after_answers[: WARNED - 1] == [None] * (WARNED - 1)
+    assert after_answers[WARNED - 1]["hookSpecificOutput"]["hookEventName"] == "AfterTool"
+    assert after_answers[WARNED - 1]["hookSpecificOutput"]["additionalContext"].startswith(
+        "WARNING"
+    )
+    # Every call that did not run was denied before it, and nothing else was denied.
+    denials = [kind for kind, a in seen if a and a.get("decision") == "deny"]
+    assert denials == ["before"] * (STOPPED + 1 - len(after_answers))
     blocks = [a for kind, a in seen if kind == "before" and a]
+    assert "continue" not in blocks[0]
     assert blocks[0] == {"decision": "deny", "reason": blocks[0]["reason"]}
     assert blocks[1]["decision"] == "deny" and blocks[1]["continue"] is False
     assert blocks[1]["stopReason"] == blocks[1]["reason"]
@@ -214,30 +244,35 @@ def test_gemini_cli_warns_after_the_call_and_stops_the_run(db: Path) -> None:
 
 def test_duplicate_hook_processes_count_a_call_once(db: Path) -> None:
     hook = Hook("claude-code", db)
-    for n in range(1, 4):
+    for n in range(1, WARNED):
         pre, post = _claude_call(n, "npm test")
         # The same event twice (loopwarden installed in two settings files): one call.
-        assert hook.send(pre) == hook.send(pre)
+        assert hook.send(pre) is None and hook.send(pre) is None
         hook.send(post)
         hook.send(post)
-    fourth, post = _claude_call(4, "npm test")
-    warning = hook.send(fourth)
+    last_chance, post = _claude_call(WARNED, "npm test")
+    warning = hook.send(last_chance)
     assert warning["hookSpecificOutput"]["additionalContext"].startswith(
-        "WARNING: You have called Bash 3 times"
+        f"WARNING: You have called Bash {WARNED - 1} times"
     )
-    assert hook.send(fourth) is None  # the model is warned once, not once per copy
+    assert hook.send(last_chance) is None  # the model is warned once, not once per copy
     hook.send(post)
-    fifth = _claude_call(5, "npm test")[0]
-    block = hook.send(fifth)
+    hook.send(post)
+    blocked = _claude_call(BLOCKED, "npm test")[0]
+    block = hook.send(blocked)
     assert block["hookSpecificOutput"]["permissionDecision"] == "deny"
-    assert hook.send(fifth) == block  # every copy refuses the call
+    assert not block["hookSpecificOutput"]["permissionDecisionReason"].endswith(STOPPED_TURN)
+    assert hook.send(blocked) == block  # every copy refuses the call
+    # One record per call: the ones that ran and the refused one (countBlockedCalls).
+    (data,) = sqlite3.connect(db).execute("SELECT data FROM sessions").fetchone()
+    assert len(json.loads(data)["history"]) == BLOCKED
 
 
 def test_a_subagent_is_a_run_of_its_own(db: Path) -> None:
     hook = Hook("claude-code", db)
     captured = payload("claude-code", "PreToolUse-subagent", prompt_id="p1")
     assert captured["agent_id"] and parse_event("claude-code", captured).subagent
-    for n in range(1, 5):  # the main thread: 3 identical failing calls, warned at the 4th
+    for n in range(1, WARNED + 1):  # the main thread, up to its last-chance warning
         pre, post = _claude_call(n, "npm test")
         answer = hook.send(pre)
         hook.send(post)
@@ -248,8 +283,8 @@ def test_a_subagent_is_a_run_of_its_own(db: Path) -> None:
     assert hook.send(sub_pre) is None
     hook.send(sub_post)
     hook.send({**payload("claude-code", "SubagentStop", prompt_id="p1"), "agent_id": "x"})
-    # The main thread's history is untouched by the subagent: its 5th call is blocked.
-    block = hook.send(_claude_call(5, "npm test")[0])
+    # The main thread's history is untouched by the subagent: its next call is blocked.
+    block = hook.send(_claude_call(BLOCKED, "npm test")[0])
     assert block["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
@@ -277,14 +312,13 @@ def env(tmp_path: Path) -> Iterator[dict[str, str]]:
 def test_process_answers_on_stdout_and_keeps_state_in_xdg_state_home(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    pre, post = _claude_call(1, "npm test")
-    for n in range(1, 5):
+    for n in range(1, WARNED + 1):
         pre, post = _claude_call(n, "npm test")
         done = run_hook("claude-code", json.dumps(pre), env)
         assert done.returncode == 0 and done.stderr == ""
-        if n < 4:
+        if n < WARNED:
             assert done.stdout == ""
-            run_hook("claude-code", json.dumps(post), env)
+        run_hook("claude-code", json.dumps(post), env)
     assert "WARNING" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     state = tmp_path / "state" / "loopwarden" / "runs.db"
     assert state.is_file()

@@ -5,11 +5,18 @@ from __future__ import annotations
 import loopwarden as lw
 from loopwarden.history import ToolCallRecord
 from loopwarden.patterns import (
+    LAST_CHANCE_PREFIX,
+    SILENT_RESULT,
+    SILENT_RESULT_HASH,
     ErrorStreak,
+    comparable_outcome,
     consecutive_repeat,
     cycle,
     extra_verdicts,
+    is_edit_call,
     is_failure,
+    is_silent,
+    mask_numbers,
     next_error_streak,
     strongest,
 )
@@ -27,7 +34,8 @@ def newest_first(*records: ToolCallRecord) -> list[ToolCallRecord]:
 
 def test_consecutive_counts_calls_and_the_identical_result_streak() -> None:
     tail = newest_first(rec("a:1", "x"), rec("a:1", "y"), rec("a:1", "y"), rec("a:1", "y"))
-    assert consecutive_repeat(tail, "a:1") == type(consecutive_repeat(tail, "a:1"))(4, 3)
+    c = consecutive_repeat(tail, "a:1")
+    assert (c.calls, c.identical, c.result_hash) == (4, 3, "y")
 
 
 def test_anything_in_between_breaks_a_consecutive_run() -> None:
@@ -41,12 +49,29 @@ def test_pending_records_count_as_calls_but_not_as_results() -> None:
     assert (c.calls, c.identical) == (3, 2)
 
 
-def test_four_identical_results_in_a_row_block_the_fifth_call() -> None:
-    tail = newest_first(*(rec("bash:cd", "same") for _ in range(4)))
+def test_three_identical_results_in_a_row_block_the_fourth_call() -> None:
+    tail = newest_first(*(rec("bash:cd", "same") for _ in range(3)))
     verdict = strongest(extra_verdicts(tail, "bash", "bash:cd", False, None, CFG))
-    assert (verdict.level, verdict.detector, verdict.count) == ("critical", "consecutive_repeat", 4)
-    three = strongest(extra_verdicts(tail[:3], "bash", "bash:cd", False, None, CFG))
-    assert (three.level, three.count) == ("warning", 3)
+    assert (verdict.level, verdict.detector, verdict.count) == ("critical", "consecutive_repeat", 3)
+    two = strongest(extra_verdicts(tail[:2], "bash", "bash:cd", False, None, CFG))
+    assert (two.level, two.count) == ("warning", 2)  # the last chance before the block
+    assert str(two.warning_key).startswith(LAST_CHANCE_PREFIX)
+
+
+def test_a_call_that_says_nothing_gets_one_more_try() -> None:
+    silent = newest_first(*(rec("bash:sed", SILENT_RESULT_HASH) for _ in range(3)))
+    verdict = strongest(extra_verdicts(silent, "bash", "bash:sed", False, None, CFG))
+    assert verdict.level == "warning"
+    silent = [rec("bash:sed", SILENT_RESULT_HASH), *silent]
+    verdict = strongest(extra_verdicts(silent, "bash", "bash:sed", False, None, CFG))
+    assert (verdict.level, verdict.count) == ("critical", CFG.silent_threshold)
+
+
+def test_the_silent_threshold_never_undercuts_the_critical_one() -> None:
+    cfg = lw.resolve_config({"profile": "recommended", "consecutiveCriticalThreshold": 6})
+    assert cfg.silent_threshold == 6
+    cfg = lw.resolve_config({"enabled": True, "consecutiveSilentThreshold": 9})
+    assert cfg.silent_threshold == 9 and cfg.to_camel()["consecutiveSilentThreshold"] == 9
 
 
 def test_paging_with_new_content_only_warns_until_the_runaway_threshold() -> None:
@@ -141,3 +166,51 @@ def test_extra_detectors_are_off_in_the_openclaw_profile() -> None:
     assert (
         extra_verdicts(tail, "bash", "bash:cd", False, ErrorStreak("bash", "x", 9), default) == []
     )
+
+
+def test_silent_results_are_those_that_say_nothing() -> None:
+    for nothing in (
+        None,
+        "",
+        "  \n",
+        "<returncode>0</returncode>\n<output>\n</output>",
+        "Your command ran successfully and did not produce any output.",
+        {"content": [{"type": "text", "text": ""}]},
+        {"content": [], "details": {"status": "completed", "exitCode": 0, "aggregated": ""}},
+    ):
+        assert is_silent(nothing), nothing
+    for something in (
+        "0",
+        "<returncode>1</returncode>\n<output>\n</output>",
+        "<returncode>0</returncode>\n<output>\nok\n</output>",
+        {"content": [{"type": "text", "text": ""}], "isError": True},
+        {"content": [{"type": "image", "data": "..."}]},
+        {"content": [], "details": {"exitCode": 2}},
+        {"content": [], "structuredContent": {"rows": 0}},
+        {"status": "ok"},
+        [],
+    ):
+        assert not is_silent(something), something
+
+
+def test_edit_calls_are_the_file_changing_ones() -> None:
+    assert is_edit_call("edit", {"command": "edit 4:4\nx\nend_of_edit"})
+    assert is_edit_call("str_replace_editor", {"command": "insert", "path": "a.py"})
+    assert not is_edit_call("str_replace_editor", {"command": "view", "path": "a.py"})
+    assert not is_edit_call("str_replace_editor", "insert")
+    assert not is_edit_call("scroll_down", {})
+    assert not is_edit_call("bash", {"command": "sed -i s/a/b/ f"})
+
+
+def test_numbers_are_masked_only_in_an_edit_result() -> None:
+    grown = {"content": [{"type": "text", "text": "[File: a.py (120 lines total)]\n107:x"}]}
+    masked = comparable_outcome("edit", {"command": "edit 107:107"}, grown, False)
+    assert masked == {"content": [{"type": "text", "text": "[File: a.py (# lines total)]\n#:x"}]}
+    assert mask_numbers(["a1b22", 3, None]) == ["a#b#", 3, None]
+    assert comparable_outcome("open", {"path": "a.py"}, grown, False) is grown
+    assert comparable_outcome("bash", {}, "<returncode>0</returncode><output></output>", False) == (
+        SILENT_RESULT
+    )
+    # A failure is never silent, whatever its text says.
+    assert comparable_outcome("bash", {}, "", True) == ""
+    assert comparable_outcome("bash", {}, "  ", True) == "  "

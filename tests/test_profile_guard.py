@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import loopwarden as lw
@@ -26,20 +27,20 @@ def bash(cmd: str, out: str) -> tuple[str, Any, Any]:
     return ("bash", {"command": cmd}, out)
 
 
-def test_recommended_blocks_the_fifth_identical_call_then_stops_at_the_second_block() -> None:
+def test_recommended_blocks_the_fourth_identical_call_then_stops_at_the_second_block() -> None:
     guard = lw.LoopGuard(RECOMMENDED)
     actions = run_calls(guard, [bash("cd fastjson/", "No such file or directory")] * 8)
-    assert actions == ["allow", "allow", "allow", "warn", "block", "stop", "stop", "stop"]
+    assert actions == ["allow", "allow", "warn", "block", "stop", "stop", "stop", "stop"]
     record = guard.end_run("s", "r")
     assert record is not None and record.outcome == "stopped"
-    # The blocked 5th call was recorded as a veto (countBlockedCalls), so the streak is now 5.
-    assert record.stop_reason is not None and "5 times in a row" in record.stop_reason
+    # The blocked 4th call was recorded as a veto (countBlockedCalls), so the streak is now 4.
+    assert record.stop_reason is not None and "4 times in a row" in record.stop_reason
     assert [e.action for e in guard.run_record("s", "r")] == ["warn", "block", "stop"]
 
 
 def test_stop_decisions_carry_a_catchable_error() -> None:
     guard = lw.LoopGuard(RECOMMENDED)
-    run_calls(guard, [bash("ls x", "ls: x: not found")] * 5)
+    run_calls(guard, [bash("ls x", "ls: x: not found")] * 4)
     decision = guard.before_tool_call("s", "bash", {"command": "ls x"}, run_id="r")
     assert decision.action == "stop" and isinstance(decision.error, lw.LoopStoppedError)
     assert decision.error.detector == "consecutive_repeat"
@@ -54,7 +55,7 @@ def test_volatile_line_numbers_do_not_hide_the_loop() -> None:
         bash("javac Main.java", f"/bin/bash: line {62275 + i}: javac: command not found")
         for i in range(6)
     ]
-    assert run_calls(guard, calls)[4] == "block"
+    assert run_calls(guard, calls)[3] == "block"
     plain = lw.LoopGuard({"enabled": True, "criticalThreshold": 4, "warningThreshold": 3})
     assert "block" not in run_calls(plain, calls)
 
@@ -176,3 +177,70 @@ def test_the_openclaw_profile_has_none_of_it() -> None:
     actions = run_calls(guard, [bash("cd fastjson/", "No such file or directory")] * 12)
     assert actions.count("block") == 0 and actions.count("stop") == 0
     assert actions[10] == "warn"  # OpenClaw warns when 10 identical calls are in the history
+
+
+def _swe_agent_edit(path: Path, line: int, replacement: list[str]) -> str:
+    """SWE-agent's `edit line:line`: rewrite one line of a real file, then show the file as
+    SWE-agent does (its line count, a 100-line window around the edit)."""
+    lines = path.read_text().splitlines()
+    lines[line - 1 : line] = replacement
+    path.write_text("\n".join(lines) + "\n")
+    first, last = max(0, line - 50), min(len(lines), max(line + 50, 50))
+    window = [f"{n + 1}:{lines[n]}" for n in range(first, last)]
+    below = max(0, len(lines) - line - 50)
+    return "\n".join(
+        [f"[File: {path} ({len(lines)} lines total)]", f"({first} more lines above)", *window]
+        + ([f"({below} more lines below)"] if below else [])
+        + ["File updated. Please review the changes and make sure they are correct."]
+    )
+
+
+def test_the_same_edit_reapplied_is_blocked_though_the_line_count_grows(tmp_path: Path) -> None:
+    source = tmp_path / "Main.java"
+    source.write_text("".join(f"    int field{n} = {n};\n" for n in range(107)))
+    added = [f"    // added {n}" for n in range(13)]
+    command = "edit 100:100\n    int field99 = 99;\n" + "\n".join(added) + "\nend_of_edit"
+    guard = lw.LoopGuard(RECOMMENDED)
+    results, actions = [], []
+    for _ in range(20):
+        before = guard.before_tool_call("s", "edit", {"command": command}, run_id="r")
+        actions.append(before.action)
+        if before.action in ("block", "stop"):
+            continue
+        result = _swe_agent_edit(source, 100, ["    int field99 = 99;", *added])
+        results.append(result)
+        guard.after_tool_call("s", "edit", {"command": command}, result=result, run_id="r")
+    # Each result differs from the one before (the counts grow), so a plain hash sees progress;
+    # the plain openclaw rules let every one of the 20 edits run.
+    assert len(set(results)) == len(results)
+    assert "(120 lines total)" in results[0] and "(133 lines total)" in results[1]
+    # Until the 50 window lines below the edit are all copies (4 edits of 13 lines), the window
+    # shows new text; from the 4th result on only numbers change, and after `critical` such
+    # results in a row the next edit is blocked.
+    critical = lw.resolve_config(RECOMMENDED).consecutive_critical_threshold
+    assert actions.index("block") == len(results) == 3 + critical
+    assert source.read_text().count("// added 0") == len(results)
+
+
+def test_paging_and_a_moving_poll_stay_unblocked(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    guard = lw.LoopGuard(RECOMMENDED)
+    actions = []
+    for step in range(40):
+        log.write_text(f"step {step * 50}/2000 loss {1 / (step + 1):.4f}\n")
+        params = {"command": f"tail -n 1 {log}"}
+        before = guard.before_tool_call("s", "bash", params, run_id="r")
+        actions.append(before.action)
+        guard.after_tool_call("s", "bash", params, result=log.read_text(), run_id="r")
+    assert "block" not in actions and "stop" not in actions
+
+
+def test_a_silent_no_op_gets_a_fourth_try_but_not_a_fifth() -> None:
+    # The real corpus's resolved run: `sed -i 's/x/x/' f` (no output) four times in a row.
+    silent = "<returncode>0</returncode>\n<output>\n</output>"
+    sed = bash("sed -i 's/return mmsubsup/return mmsubsup/' mathml.py", silent)
+    assert run_calls(lw.LoopGuard(RECOMMENDED), [sed] * 4) == ["allow"] * 3 + ["warn"]
+    assert run_calls(lw.LoopGuard(RECOMMENDED), [sed] * 5)[4] == "block"
+    # The same command failing the same way gives no such grace.
+    failing = bash("sed -i 's/a/b/' gone.py", "<returncode>2</returncode>\n<output>\n</output>")
+    assert run_calls(lw.LoopGuard(RECOMMENDED), [failing] * 4)[3] == "block"

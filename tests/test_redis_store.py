@@ -10,6 +10,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -864,3 +865,45 @@ def test_bad_ports_hosts_and_sentinel_lists_are_refused_at_construction() -> Non
     with pytest.raises(ValueError, match="not host:port"):
         _store(f"redis+sentinel://alice:{_LEFT}@127.0.0.1:1,nohost/mymaster")
     _assert_no_password_piece([str(caught.value)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches across workers
+
+
+def test_one_batch_decided_by_two_workers_runs_no_more_calls_than_one_at_a_time(
+    url: str,
+) -> None:
+    # Two guards (two workers) share one Redis store; their threads race on the calls of one
+    # batch, every call decided before any outcome. The calls in flight live in the stored
+    # session, so the batch is counted once: as many run as one call at a time would let run.
+    config = {"profile": "recommended"}
+    params = {"path": "src/app.py"}
+    sequential = lw.LoopGuard(config)
+    runs_one_by_one = 0
+    while sequential.before_tool_call("s", "read_file", params, run_id="r").allowed:
+        sequential.after_tool_call("s", "read_file", params, result="x", run_id="r")
+        runs_one_by_one += 1
+
+    workers = [lw.LoopGuard(config, store=_store(url)) for _ in range(2)]
+    size = 12
+    decided = threading.Barrier(size)
+    actions: list[str] = []
+    lock = threading.Lock()
+
+    def one(guard: lw.LoopGuard) -> None:
+        decision = guard.before_tool_call("s", "read_file", params, run_id="r", batch="t1")
+        with lock:
+            actions.append(decision.action)
+        decided.wait(timeout=30)
+        if decision.allowed:
+            guard.after_tool_call("s", "read_file", params, result="x", run_id="r", batch="t1")
+
+    threads = [threading.Thread(target=one, args=(workers[i % 2],)) for i in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(actions) == size
+    assert sum(a in ("allow", "warn") for a in actions) == runs_one_by_one
+    assert "stop" not in actions

@@ -22,8 +22,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SUMMARY_KEYS = ("trajectories", "calls", "with_warning", "with_block", "stopped",
-                "calls_after_first_block")  # fmt: skip
+SUMMARY_KEYS = ("trajectories", "calls", "with_warning", "with_block_or_stop", "stopped",
+                "calls_after_first_block_or_stop", "calls_saved")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_cells_are_coloured_by_verdict(page: Any, report: tuple[Path, dict[str, 
         for event in traj["events"]:
             palette.setdefault(event["action"], set()).add(_color(cells.nth(event["index"])))
         if traj["stopped"]:  # calls after the stop would not have run
-            for index in range(traj["first_block"]["index"] + 1, traj["calls"]):
+            for index in range(traj["stop"]["index"] + 1, traj["calls"]):
                 palette.setdefault("notrun", set()).add(_color(cells.nth(index)))
     assert {"ok", "warn", "block", "stop"} <= set(palette)
     assert all(len(found) == 1 for found in palette.values()), palette  # one colour per verdict
@@ -113,8 +113,8 @@ def test_hover_text_names_tool_detector_and_message(
     assert f"call {first['index'] + 1}: exec" in title
     assert "blocked" in title and f"generic_repeat ×{first['count']}" in title
     assert first["message"] in title
-    why = page.locator("section.traj[data-id='blocked-loop'] .why").inner_text()
-    assert why.startswith(f"blocked at call {first['index'] + 1} (exec, generic_repeat")
+    why = page.locator("section.traj[data-id='blocked-loop'] .why[data-action='block']")
+    assert why.inner_text().startswith(f"blocked at call {first['call']} (exec, generic_repeat")
 
 
 def test_filter_shows_only_trajectories_with_loops(
@@ -133,8 +133,120 @@ def test_filter_shows_only_trajectories_with_loops(
         for i in range(sections.count())
         if sections.nth(i).is_visible()
     ]
-    assert visible == with_loops
+    assert sorted(visible) == sorted(with_loops)
     assert page.locator(f"section.traj[data-id='{quiet}']").is_hidden()
     assert page.locator("#shown").inner_text() == str(len(with_loops))
     page.locator("#only-loops").uncheck()
     assert page.locator(f"section.traj[data-id='{quiet}']").is_visible()
+
+
+def test_loops_come_first_stopped_then_blocked_then_warned(
+    page: Any, report: tuple[Path, dict[str, Any]]
+) -> None:
+    _, doc = report
+    by_id = {t["id"]: t for t in doc["trajectories"]}
+    sections = page.locator("section.traj")
+    order = [sections.nth(i).get_attribute("data-id") for i in range(sections.count())]
+
+    def rank(traj: dict[str, Any]) -> int:
+        return 0 if traj["stopped"] else 1 if traj["blocks"] else 2 if traj["events"] else 3
+
+    ranks = [rank(by_id[i]) for i in order]
+    assert ranks == sorted(ranks) and ranks[0] == 0 and 1 in ranks and 3 in ranks
+
+
+def test_every_reason_is_readable_on_a_screenshot_and_a_printout(
+    page: Any, report: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    _, doc = report
+    for media in ("screen", "print"):
+        page.emulate_media(media=media)
+        shot = tmp_path / f"{media}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        for traj in doc["trajectories"]:
+            wanted = {"warn": traj["first_warning"], "block": traj["first_block"]}
+            wanted["stop"] = traj["stop"]
+            for action, where in wanted.items():
+                line = page.locator(f"section.traj[data-id='{traj['id']}'] .why")
+                line = line.and_(page.locator(f"[data-action='{action}']"))
+                if where is None:
+                    assert line.count() == 0
+                    continue
+                assert line.is_visible(), (media, traj["id"], action)
+                text = line.inner_text()
+                assert f"at call {where['call']} " in text
+                if action != "warn":
+                    assert where["message"] in text
+                # Nothing covers it: the element itself is what is drawn at its centre.
+                line.scroll_into_view_if_needed()
+                box = line.bounding_box()
+                assert box is not None and box["width"] > 100 and box["height"] >= 10
+                hit = page.evaluate(
+                    "([x, y]) => { const e = document.elementFromPoint(x, y);"
+                    " return e !== null && e.closest('.why') !== null; }",
+                    [box["x"] + 20, box["y"] + box["height"] / 2],
+                )
+                assert hit, (media, traj["id"], action)
+    page.emulate_media(media="screen")
+
+
+def test_breakdowns_per_detector_and_tool_match_the_events(
+    page: Any, report: tuple[Path, dict[str, Any]]
+) -> None:
+    _, doc = report
+    actions = ("warn", "block", "stop")
+    detectors: dict[str, list[int]] = {}
+    tools: dict[str, list[int]] = {}
+    for traj in doc["trajectories"]:
+        for event in traj["events"]:
+            column = actions.index(event["action"])
+            detectors.setdefault(event["detector"], [0, 0, 0])[column] += 1
+            tools.setdefault(event["tool"], [0, 0, 0])[column] += 1
+    rows = page.locator("#by-detector tr")
+    shown = {}
+    for i in range(1, rows.count()):
+        cells = rows.nth(i).locator("td").all_inner_texts()
+        shown[cells[0]] = [int(c) for c in cells[2:5]]
+    assert shown == detectors
+    rows = page.locator("#by-tool tr")
+    saved = 0
+    for i in range(1, rows.count()):
+        cells = rows.nth(i).locator("td").all_inner_texts()
+        assert [int(c) for c in cells[2:5]] == tools.get(cells[0], [0, 0, 0])
+        saved += int(cells[5])
+    assert saved == doc["summary"]["calls_saved"]
+
+
+def test_the_cost_and_the_settings_that_ran(page: Any, report: tuple[Path, dict[str, Any]]) -> None:
+    _, doc = report
+    cost = doc["summary"]["cost"]
+    calls = page.locator("#cost [data-key='calls_saved'] dd").inner_text()
+    assert calls == f"{doc['summary']['calls_saved']:,}"
+    tokens = page.locator("#cost [data-key='tokens_saved'] dd").inner_text()
+    assert tokens == f"{cost['tokens_saved'] or 0:,} of {cost['tokens']:,}"
+    assert cost["tokens"] > 0  # the OpenClaw example records its tokens
+    row = page.locator("#settings tr[data-key='warningThreshold']")
+    assert row.locator("td").all_inner_texts()[1:] == [str(doc["config"]["warningThreshold"]), "10"]
+    assert "changed" in (row.get_attribute("class") or "")  # --set warningThreshold=5
+    same = page.locator("#settings tr[data-key='historySize']")
+    assert "changed" not in (same.get_attribute("class") or "")
+
+
+def test_a_sweep_page_plots_each_setting(page: Any, tmp_path: Path) -> None:
+    html, data = tmp_path / "sweep.html", tmp_path / "sweep.json"
+    sweep = ["--sweep", "criticalThreshold=12,16,20", "--sweep", "warningThreshold=5,10"]
+    assert main(["analyze", str(EXAMPLES), *sweep, "--output", "html", "--out", str(html)]) == 1
+    assert main(["analyze", str(EXAMPLES), *sweep, "--output", "json", "--out", str(data)]) == 1
+    rows = json.loads(data.read_text())["sweep"]
+    tab = page.context.browser.new_page()  # the module's browser: one Playwright per thread
+    tab.goto(html.as_uri())
+    assert tab.locator("#sweep tr").count() == len(rows) + 1
+    points = tab.locator("#sweep-plot g.point")
+    plotted = sum(int(points.nth(i).get_attribute("data-count")) for i in range(points.count()))
+    assert plotted == len(rows) == 6
+    # One point per distinct (blocked, saved): settings with the same outcome share it.
+    distinct = {(r["summary"]["with_block_or_stop"], r["summary"]["calls_saved"]) for r in rows}
+    assert points.count() == len(distinct)
+    assert tab.locator("#sweep-plot").is_visible()
+    tab.close()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from loopwarden import resolve_config
 from loopwarden.cli import main
 from loopwarden.transcripts import (
     Compaction,
@@ -26,6 +27,9 @@ DATA = Path(__file__).resolve().parent / "data" / "coding_agents"
 CLAUDE = DATA / "claude-code" / "transcripts"
 CODEX = DATA / "codex" / "rollouts"
 GEMINI = DATA / "gemini-cli" / "chats"
+
+# The recommended profile blocks the call that follows `critical` identical results in a row.
+CRITICAL = resolve_config({"profile": "recommended"}).consecutive_critical_threshold
 
 
 def _shape(traj: Trajectory) -> str:
@@ -55,6 +59,31 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(["analyze", *argv, "--output", "json"])
     return code, json.loads(capsys.readouterr().out)
+
+
+def _loop_start(report: dict[str, Any]) -> int:
+    """Where the recorded trajectory behind an analyze report ends in one call repeated: the
+    index of the first call of its last run of calls with one tool and the same arguments."""
+    (traj,) = [t for t in read_transcripts(Path(report["source"])) if t.id == report["id"]]
+    calls = traj.calls
+    start = len(calls) - 1
+    while start and (calls[start - 1].tool, calls[start - 1].params) == (
+        calls[-1].tool,
+        calls[-1].params,
+    ):
+        start -= 1
+    return start
+
+
+def _assert_blocked_like_recommended(report: dict[str, Any]) -> None:
+    """The loop was blocked where the recommended profile blocks it (the call after `CRITICAL`
+    identical results), with the last-chance warning on the call before, and the run stopped."""
+    blocked = _loop_start(report) + CRITICAL
+    assert report["first_block"]["detector"] == "consecutive_repeat"
+    assert (report["first_block"]["index"], report["first_block"]["count"]) == (blocked, CRITICAL)
+    assert report["first_warning"]["index"] == blocked - 1
+    assert report["stopped"] is True
+    assert report["calls_saved"] == report["calls"] - blocked
 
 
 # -- Claude Code: real samples -------------------------------------------------------------------
@@ -300,8 +329,8 @@ def test_gemini_cli_compression_before_a_prompt_arms_the_guard_in_its_turn(
     code, doc = _analyze(capsys, str(path))
     assert code == 1
     stopped = doc["trajectories"][1]
-    assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
-    assert stopped["first_block"]["index"] == 2 and stopped["calls_saved"] == 1
+    assert stopped["stop"]["detector"] == "compaction_loop_persisted"
+    assert stopped["stop"]["index"] == 2 and stopped["calls_saved"] == 1
 
 
 def test_gemini_cli_malformed_line(tmp_path: Path) -> None:
@@ -352,11 +381,16 @@ def test_codex_resumed_session_turns_are_separate_runs(
     assert (first.id[-7:], second.id[-7:]) == (":turn-1", ":turn-2")
     assert (_shape(first), _shape(second)) == ("EEE", "EER")
     assert [c.params["cmd"] for c in second.calls] == ["ls missing_dir"] * 2 + ["pwd"]
-    # Five identical failing calls in a row across the two turns: in one run, the 4th would
-    # be warned about and the 5th blocked. The second turn does not inherit the first's history.
+    # Five identical failing calls in a row across the two turns. The first turn's CRITICAL
+    # identical results would get the next call blocked in the same run: the second turn's
+    # first call runs only if it does not inherit the first turn's history.
+    assert len(first.calls) == CRITICAL
     code, doc = _analyze(capsys, str(path), "--set", "profile=recommended")
     assert code == 0
-    assert [t["warnings"] + t["blocks"] for t in doc["trajectories"]] == [0, 0]
+    assert [t["blocks"] for t in doc["trajectories"]] == [0, 0]
+    # The first turn reached its last-chance warning (at its last call); the second none.
+    assert [t["warnings"] for t in doc["trajectories"]] == [1, 0]
+    assert doc["trajectories"][0]["first_warning"]["index"] == CRITICAL - 1
 
 
 # -- Codex: edge cases ---------------------------------------------------------------------------
@@ -446,19 +480,20 @@ def test_analyze_a_claude_projects_tree(capsys: pytest.CaptureFixture[str], tmp_
     loops = [t for t in doc["trajectories"] if t["first_block"]]
     assert len(loops) == 3 and {t["format"] for t in loops} == {"claude-code"}
     for traj in loops:
-        # Blocked at the 4th identical failing call; the 2nd block stops the run (recommended).
+        # The 2nd block stops the run (recommended): every call from the first block is saved.
         assert traj["first_block"]["tool"] == "Bash"
-        assert traj["first_block"]["detector"] == "consecutive_repeat"
-        assert traj["first_block"]["count"] == 4
-        assert traj["stopped"] is True
-        assert traj["calls_saved"] == traj["calls"] - traj["first_block"]["index"]
+        _assert_blocked_like_recommended(traj)
+    # failing-loop: 3 other calls then the loop (11 calls); compaction and subagent: the loop
+    # from the first call (8 and 6 calls).
+    assert sorted(_loop_start(t) for t in loops) == [0, 0, 3]
     summary = doc["summary"]
-    assert summary["trajectories"] == 4 and summary["with_block"] == 3
-    # failing-loop: calls 8-11 of 11; compaction: 5-8 of 8; subagent: 5-6 of 6.
-    assert summary["calls_saved"] == sum(t["calls_saved"] for t in doc["trajectories"]) == 10
+    assert summary["trajectories"] == 4 and summary["with_block_or_stop"] == 3
+    assert summary["calls_saved"] == sum(t["calls_saved"] for t in doc["trajectories"])
+    assert summary["calls_saved"] == sum(t["calls"] - _loop_start(t) - CRITICAL for t in loops)
     main(["analyze", str(projects), "--set", "profile=recommended"])
     text = capsys.readouterr().out
-    assert "calls saved" in text and "4 calls saved" in text and "2 calls saved" in text
+    for traj in loops:
+        assert f"{traj['calls_saved']} calls saved" in text
 
 
 def test_analyze_claude_compaction_loop_with_the_defaults(
@@ -469,9 +504,9 @@ def test_analyze_claude_compaction_loop_with_the_defaults(
     code, doc = _analyze(capsys, str(CLAUDE / "compaction"))
     (traj,) = doc["trajectories"]
     assert code == 1
-    assert traj["first_block"]["detector"] == "compaction_loop_persisted"
-    assert traj["stopped"] is True and traj["blocks"] == 0
-    assert traj["first_block"]["index"] == 6 and traj["calls"] == 8
+    assert traj["stop"]["detector"] == "compaction_loop_persisted"
+    assert traj["stopped"] is True and traj["blocks"] == 0 and traj["first_block"] is None
+    assert traj["stop"]["index"] == 6 and traj["calls"] == 8
     assert traj["calls_saved"] == 1 == doc["summary"]["calls_saved"]
 
 
@@ -482,7 +517,10 @@ def test_analyze_command_prints_the_report_and_nothing_else(tmp_path: Path) -> N
     argv = [sys.executable, "-m", "loopwarden", "analyze", str(CLAUDE), str(CODEX), str(GEMINI),
             "--set", "profile=recommended", "--output", "json", "--out", str(out)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 1 and done.stderr == "" and done.stdout == ""
+    # Only the one line that says where the report went (and what exit 1 means).
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"wrote the json report to {out}; exit 1: the guard would")
     doc = json.loads(out.read_text())
     assert doc["errors"] == []
     assert {t["format"] for t in doc["trajectories"] if t["stopped"]} == {
@@ -503,7 +541,7 @@ def test_calls_saved_counts_blocked_calls_not_calls_that_ran(
     code, doc = _analyze(capsys, str(_jsonl(tmp_path / "loop.jsonl", rows)))
     (traj,) = doc["trajectories"]
     assert code == 1 and traj["blocks"] == 3 and traj["stopped"] is False
-    assert traj["calls_after_first_block"] == 4
+    assert traj["calls_after_first_block_or_stop"] == 4
     assert traj["calls_saved"] == 3 == doc["summary"]["calls_saved"]
 
 
@@ -526,13 +564,18 @@ def test_analyze_a_codex_home(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert [Path(s.split(":")[0]).name for s in doc["skipped"]] == ["history.jsonl"]
     assert doc["summary"]["trajectories"] == 4 and doc["summary"]["stopped"] == 1
     (stopped,) = [t for t in doc["trajectories"] if t["stopped"]]
-    assert stopped["first_block"]["detector"] == "compaction_loop_persisted"
-    assert stopped["first_block"]["index"] == 7 == stopped["calls"] - 1
+    assert stopped["stop"]["detector"] == "compaction_loop_persisted"
+    assert stopped["stop"]["index"] == 7 == stopped["calls"] - 1
     code, doc = _analyze(capsys, str(home / "sessions"), "--set", "profile=recommended")
     blocked = [t for t in doc["trajectories"] if t["first_block"]]
-    assert [t["first_block"]["index"] for t in blocked] == [4, 4]
-    assert [t["calls_saved"] for t in blocked] == [4, 4]
-    assert doc["summary"]["calls_saved"] == 8
+    loops = ("failing-loop", "compaction-loop")
+    ids = {next(read_transcripts(_only(CODEX, f"{s}-rollout-*.jsonl"))).id for s in loops}
+    assert {t["id"] for t in blocked} == ids
+    for traj in blocked:  # both loop from their first call, 8 calls
+        assert (_loop_start(traj), traj["calls"]) == (0, 8)
+        _assert_blocked_like_recommended(traj)
+    assert doc["summary"]["calls_saved"] == sum(t["calls_saved"] for t in blocked)
+    assert doc["summary"]["calls_saved"] == 2 * (8 - CRITICAL)
 
 
 # -- loopwarden analyze on ~/.gemini/tmp ---------------------------------------------------------
@@ -554,6 +597,7 @@ def test_analyze_a_gemini_tmp_tree(capsys: pytest.CaptureFixture[str], tmp_path:
         ("gemini-cli", 8), ("gemini-cli", 3), ("gemini-cli", 3)]  # fmt: skip
     # npm names a fresh log file in every output; the volatile masking sees through it.
     npm = doc["trajectories"][0]
-    assert npm["first_block"]["index"] == 4 and npm["first_block"]["count"] == 4
-    assert npm["stopped"] is True and npm["calls_saved"] == 4
-    assert doc["summary"]["with_block"] == 1 and doc["summary"]["calls_saved"] == 4
+    assert _loop_start(npm) == 0
+    _assert_blocked_like_recommended(npm)
+    assert doc["summary"]["with_block_or_stop"] == 1
+    assert doc["summary"]["calls_saved"] == npm["calls_saved"] == npm["calls"] - CRITICAL

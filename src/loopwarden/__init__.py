@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the eager imports, for type checkers and IDEs
     from loopwarden.guard import Decision, LoopGuard
     from loopwarden.history import SessionState, ToolCallRecord, record_call, record_outcome
     from loopwarden.outcome import hash_tool_outcome
-    from loopwarden.store import MemoryStore, RunRecord, SessionStore
+    from loopwarden.store import AsyncSessionStore, MemoryStore, RunRecord, SessionStore
 
 # Public name -> the module that defines it (kept in step with the imports above by a test).
 _LAZY: dict[str, str] = {
@@ -61,6 +61,7 @@ _LAZY: dict[str, str] = {
     "record_call": "history",
     "record_outcome": "history",
     "hash_tool_outcome": "outcome",
+    "AsyncSessionStore": "store",
     "MemoryStore": "store",
     "RunRecord": "store",
     "SessionStore": "store",
@@ -68,6 +69,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "UNDEFINED",
+    "AsyncSessionStore",
     "CompactionLoopPersistedError",
     "ConfigError",
     "Decision",

@@ -68,11 +68,13 @@ class _LoopDetectionBlock(_Strict):
     profile: Literal["openclaw", "recommended"] | None = None
     countBlockedCalls: StrictBool | None = None
     stopAfterBlocks: _NonNegativeInt | None = None
+    countPendingCalls: StrictBool | None = None
     normalizeVolatile: StrictBool | None = None
     volatilePatterns: list[str] | None = None  # checked by validate_patterns, one path each
     maxCyclePeriod: _Period | None = None
     consecutiveWarningThreshold: _PositiveInt | None = None
     consecutiveCriticalThreshold: _PositiveInt | None = None
+    consecutiveSilentThreshold: _PositiveInt | None = None
     consecutiveAnyResultThreshold: _PositiveInt | None = None
     repeatedErrorThreshold: _PositiveInt | None = None
     toolPolicies: dict[str, _ToolPolicy] | None = None

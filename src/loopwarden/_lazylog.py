@@ -17,6 +17,22 @@ if TYPE_CHECKING:
 # Run once, right before the first lazy logger is used: a short-lived process (the coding-CLI
 # hook) configures its handlers there, and pays for logging only when it logs.
 _first_use: list[Callable[[], None]] = []
+_quieted: list[bool] = []
+
+
+def quiet_unless_configured() -> None:
+    """Give the ``loopwarden`` logger a ``NullHandler`` (once), as libraries should.
+
+    Without one, Python's last-resort handler prints every warning of a library to stderr when
+    the application configured no logging: a `loop block: ...` line per decision. With it,
+    the guard's log lines go wherever the application's handlers send them, and nowhere else.
+    """
+    if _quieted:
+        return
+    import logging
+
+    logging.getLogger("loopwarden").addHandler(logging.NullHandler())
+    _quieted.append(True)
 
 
 class _LazyLogger:
@@ -28,6 +44,7 @@ class _LazyLogger:
     def __getattr__(self, attr: str) -> Any:
         import logging
 
+        quiet_unless_configured()
         while _first_use:
             _first_use.pop()()
         return getattr(logging.getLogger(self._name), attr)

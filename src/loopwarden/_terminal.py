@@ -58,3 +58,10 @@ def json_printable(document: str) -> str:
     if document.isascii():
         return document
     return _UNSAFE_IN_JSON.sub(_json_escape, document)
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 call", "2 calls", "3 trajectories"."""
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"

@@ -44,10 +44,12 @@ RECOMMENDED_PROFILE: dict[str, Any] = {
     "unknownToolThreshold": 3,
     "countBlockedCalls": True,
     "stopAfterBlocks": 2,
+    "countPendingCalls": True,
     "normalizeVolatile": True,
     "detectors": {"consecutiveRepeat": True, "cycle": True, "repeatedError": True},
     "consecutiveWarningThreshold": 3,
-    "consecutiveCriticalThreshold": 4,
+    "consecutiveCriticalThreshold": 3,
+    "consecutiveSilentThreshold": 4,
     "consecutiveAnyResultThreshold": 50,
     "repeatedErrorThreshold": 6,
     "maxCyclePeriod": 4,
@@ -122,11 +124,15 @@ class ResolvedConfig:
     profile: str = "openclaw"
     count_blocked_calls: bool = False
     stop_after_blocks: int = 0  # 0: never stop, every block is only a block
+    # Calls of the current batch still in flight count as repeats (only with a batch given).
+    count_pending_calls: bool = False
     normalize_volatile: bool = False
     volatile_patterns: tuple[str, ...] = ()
     max_cycle_period: int = 4
     consecutive_warning_threshold: int = 3
     consecutive_critical_threshold: int = 4
+    # For calls whose identical results say nothing (no output); never below the critical one.
+    consecutive_silent_threshold: int = 0
     consecutive_any_result_threshold: int = 50
     repeated_error_threshold: int = 6
     tool_policies: tuple[tuple[str, ToolPolicy], ...] = ()
@@ -137,6 +143,11 @@ class ResolvedConfig:
             if name == tool:
                 return policy
         return None
+
+    @property
+    def silent_threshold(self) -> int:
+        """``consecutiveSilentThreshold`` as it acts: never below the critical threshold."""
+        return max(self.consecutive_silent_threshold, self.consecutive_critical_threshold)
 
     @property
     def detection_enabled(self) -> bool:
@@ -174,6 +185,7 @@ class ResolvedConfig:
             profile=self.profile,
             countBlockedCalls=self.count_blocked_calls,
             stopAfterBlocks=self.stop_after_blocks,
+            countPendingCalls=self.count_pending_calls,
             normalizeVolatile=self.normalize_volatile,
             volatilePatterns=list(self.volatile_patterns),
             maxCyclePeriod=self.max_cycle_period,
@@ -183,6 +195,8 @@ class ResolvedConfig:
             repeatedErrorThreshold=self.repeated_error_threshold,
             toolPolicies={name: p.to_camel() for name, p in self.tool_policies},
         )
+        if self.consecutive_silent_threshold:  # 0: the same as consecutiveCriticalThreshold
+            block["consecutiveSilentThreshold"] = self.consecutive_silent_threshold
         return block
 
 
@@ -298,6 +312,7 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
         "profile": profile if isinstance(profile, str) and profile in PROFILES else "openclaw",
         "count_blocked_calls": block.get("countBlockedCalls") is True,
         "stop_after_blocks": _non_negative_int(block.get("stopAfterBlocks"), 0),
+        "count_pending_calls": block.get("countPendingCalls") is True,
         "normalize_volatile": block.get("normalizeVolatile") is True,
         "volatile_patterns": _resolve_patterns(patterns),
         "max_cycle_period": max(2, _positive_int(block.get("maxCyclePeriod"), 4)),
@@ -306,6 +321,9 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "consecutive_critical_threshold": _positive_int(
             block.get("consecutiveCriticalThreshold"), base.consecutive_critical_threshold
+        ),
+        "consecutive_silent_threshold": _positive_int(
+            block.get("consecutiveSilentThreshold"), base.consecutive_silent_threshold
         ),
         "consecutive_any_result_threshold": _positive_int(
             block.get("consecutiveAnyResultThreshold"), base.consecutive_any_result_threshold
@@ -461,11 +479,13 @@ _PLAIN_BLOCK: dict[str, _Check] = {
     "profile": lambda v: v is None or (type(v) is str and v in PROFILES),
     "countBlockedCalls": _plain_bool,
     "stopAfterBlocks": _plain_int(0),
+    "countPendingCalls": _plain_bool,
     "normalizeVolatile": _plain_bool,
     "volatilePatterns": _plain_patterns,
     "maxCyclePeriod": _plain_int(2),
     "consecutiveWarningThreshold": _plain_int(1),
     "consecutiveCriticalThreshold": _plain_int(1),
+    "consecutiveSilentThreshold": _plain_int(1),
     "consecutiveAnyResultThreshold": _plain_int(1),
     "repeatedErrorThreshold": _plain_int(1),
     "toolPolicies": _plain_policies,
@@ -545,9 +565,46 @@ class ValidatedConfig:
         return agent_ids(self.full)
 
 
+def _placement_problems(container: Mapping[str, Any], where: str) -> list[str]:
+    """A block or block keys put where runtime never reads them: a misspelt ``loopDetection``
+    (``tools.loopDetecton``), a ``loopDetection`` outside ``tools``, or block keys such as
+    ``criticalThreshold`` directly in the config or in ``tools``."""
+    import difflib
+
+    prefix = f"{where}." if where else ""
+    problems = []
+    if "loopDetection" in container:
+        problems.append(
+            f"{prefix}loopDetection: the block belongs under tools: move it to {prefix}{BLOCK_PATH}"
+        )
+    tools = container.get("tools")
+    if isinstance(tools, Mapping):
+        names = [key for key in tools if isinstance(key, str) and key != "loopDetection"]
+        for typo in difflib.get_close_matches("loopDetection", names, n=3, cutoff=0.8):
+            problems.append(f"{prefix}tools.{typo}: unknown block; did you mean {BLOCK_PATH}?")
+        problems += _stray_keys(tools, f"{prefix}tools", f"{prefix}{BLOCK_PATH}")
+    problems += _stray_keys(container, where, f"{prefix}{BLOCK_PATH}")
+    return problems
+
+
+def _stray_keys(container: Mapping[str, Any], where: str, block: str) -> list[str]:
+    """Distinctive block keys (thresholds and the like) found in ``container``, not its block."""
+    prefix = f"{where}." if where else ""
+    return [
+        f"{prefix}{key}: a {BLOCK_PATH} key outside its block, which runtime ignores; move it "
+        f"into {block}"
+        for key in container
+        if key in _PLAIN_BLOCK and key not in _GENERIC_KEYS
+    ]
+
+
+# Block keys generic enough to mean something else elsewhere in an OpenClaw config.
+_GENERIC_KEYS = frozenset({"enabled", "profile", "detectors"})
+
+
 def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
     """Check the containers around the blocks; return problems and (path, block) pairs."""
-    problems: list[str] = []
+    problems: list[str] = _placement_problems(full, "")
     blocks: list[tuple[str, Any]] = []
     tools = full.get("tools")
     if tools is not None and not isinstance(tools, Mapping):
@@ -570,6 +627,7 @@ def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str,
             continue
         if "id" in entry and not isinstance(entry["id"], str):
             problems.append(f"{where}.id: must be a string, got {type(entry['id']).__name__}")
+        problems += _placement_problems(entry, where)
         agent_tools = entry.get("tools")
         if agent_tools is not None and not isinstance(agent_tools, Mapping):
             problems.append(f"{where}.tools: must be an object, got {type(agent_tools).__name__}")
@@ -668,11 +726,22 @@ def _exceeds_depth(value: object, limit: int = MAX_CONFIG_DEPTH) -> bool:
 def load_config(path: str | Path) -> ValidatedConfig:
     """Read and strictly validate an OpenClaw config file (JSON5 or JSON).
 
-    A missing file, a file over :data:`MAX_CONFIG_BYTES` or nested deeper than
-    :data:`MAX_CONFIG_DEPTH`, a syntax error (with line and column) or a wrong shape each raise
-    one :class:`ConfigError` with a clear message.
+    The file is a whole OpenClaw config, or a bare ``tools.loopDetection`` block (an object
+    with block keys and neither ``tools`` nor ``agents``), exactly as the same content given as
+    a dict. A missing file, a file over :data:`MAX_CONFIG_BYTES` or nested deeper than
+    :data:`MAX_CONFIG_DEPTH`, a syntax error (with line and column), a wrong shape or a block
+    put where runtime never reads it each raise one :class:`ConfigError` with a clear message.
     """
-    return validate_config(read_config_file(path), source=str(path), whole=True)
+    raw = read_config_file(path)
+    whole = not (isinstance(raw, Mapping) and looks_like_block(raw))
+    return validate_config(raw, source=str(path), whole=whole)
+
+
+def looks_like_block(raw: Mapping[str, Any]) -> bool:
+    """True when a config without ``tools`` or ``agents`` holds ``tools.loopDetection`` keys:
+    it is a bare block. (A whole config with neither, such as one that only sets models, is
+    not.)"""
+    return not is_full_config(raw) and any(key in _PLAIN_BLOCK for key in raw)
 
 
 def _read_text(path: str | Path, source: str) -> str:

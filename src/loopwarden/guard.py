@@ -42,13 +42,22 @@ from loopwarden.history import (
     record_veto,
 )
 from loopwarden.patterns import (
+    LAST_CHANCE_PREFIX,
+    comparable_outcome,
     extra_verdicts,
     is_failure,
     next_error_streak,
     scan_limit,
     strongest,
 )
-from loopwarden.store import GuardSession, MemoryStore, RunRecord, SessionStore
+from loopwarden.store import (
+    AsyncSessionStore,
+    GuardSession,
+    InFlight,
+    MemoryStore,
+    RunRecord,
+    SessionStore,
+)
 from loopwarden.stores import StoreUnavailableError
 from loopwarden.volatile import VolatileNormalizer
 
@@ -60,6 +69,8 @@ logger = get_logger("loopwarden.guard")  # logging loads on first use: start-up 
 _T = TypeVar("_T")
 DecisionAction = Literal["allow", "warn", "block", "stop"]
 ConfigSource = Mapping[str, Any] | ResolvedConfig | str | Path | None
+# One atomic step over a session: what the caller gets back, and the events to deliver after.
+Step = Callable[[GuardSession], tuple["Decision", list[LoopEvent]]]
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,15 @@ class LoopGuard:
     :class:`ResolvedConfig`. A file is validated strictly and raises :class:`ConfigError`.
     ``record_db`` writes loop events and run starts/ends to a SQLite file (``True``: the
     default location; see :mod:`loopwarden.records`).
+
+    Every method that reads or writes the store has an async twin named with an ``a`` prefix
+    (``abefore_tool_call``, ``aafter_tool_call``, ``aon_compaction_retry``, ``astart_run``,
+    ``aend_run``, ``arun_record``) for code running on an event loop: the decisions are the
+    same (one shared step over the session), only the store transaction differs. ``store``
+    may be sync (:class:`SessionStore`), async (:class:`AsyncSessionStore`, for example
+    ``AsyncRedisStore``) or both (:class:`MemoryStore`, ``SQLiteStore``). The async methods
+    on a sync-only store (``RedisStore``, your own) run its update in a worker thread; the
+    sync methods on an async-only store raise ``TypeError``.
     """
 
     def __init__(
@@ -161,7 +181,7 @@ class LoopGuard:
         session_ttl: float | None = 3600.0,
         max_sessions: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
-        store: SessionStore | None = None,
+        store: SessionStore | AsyncSessionStore | None = None,
         record_db: str | Path | bool | None = None,
     ) -> None:
         self.config = _resolve_source(config, agent_id)
@@ -169,7 +189,7 @@ class LoopGuard:
         self.send_tools = frozenset(send_tools)
         self.surface_warnings = surface_warnings
         # `is None`, not `or`: an empty store is falsy (it has __len__).
-        self.store: SessionStore = (
+        self.store: SessionStore | AsyncSessionStore = (
             store
             if store is not None
             else MemoryStore(session_ttl=session_ttl, max_sessions=max_sessions, clock=clock)
@@ -207,10 +227,30 @@ class LoopGuard:
             subscribers = list(self._subscribers)
         for event in events:
             for callback in subscribers:
-                try:
-                    callback(event)
-                except Exception:
-                    logger.exception("loop event subscriber %r failed", callback)
+                _call_subscriber(callback, event)
+
+    async def _adeliver(self, events: list[LoopEvent]) -> None:
+        """``_deliver`` on an event loop: the run-records writer (SQLite) in a worker thread.
+
+        Other subscribers run on the loop, as they would in the sync path's thread.
+        """
+        if not events:
+            return
+        recorder = self.recorder
+        if recorder is None:
+            self._deliver(events)
+            return
+        import asyncio  # already loaded on an event loop; not paid by a sync hook process
+
+        with self._subscribers_lock:
+            subscribers = list(self._subscribers)
+        writer = recorder.record_event
+        inline = [s for s in subscribers if s != writer]
+        for event in events:
+            for callback in inline:
+                _call_subscriber(callback, event)
+            if len(inline) < len(subscribers):
+                await asyncio.to_thread(_call_subscriber, writer, event)
 
     def _event(
         self,
@@ -257,36 +297,63 @@ class LoopGuard:
 
     # -- the per-call protocol -------------------------------------------------------------
 
+    def _sync_update(self) -> Callable[[str, Callable[[GuardSession], _T]], _T]:
+        """The store's sync update; ``TypeError`` (a caller's bug, raised) if it has none."""
+        if not hasattr(self.store, "update"):
+            raise TypeError(
+                f"{self.store!r} is async-only: call the guard's async methods "
+                "(abefore_tool_call, aafter_tool_call, ...) or give LoopGuard a sync store"
+            )
+        store: SessionStore = self.store  # type: ignore[assignment]  # it has update()
+        return store.update
+
+    async def _aupdate(self, session: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """One atomic update through an async store, or a sync one in a worker thread."""
+        aupdate = getattr(self.store, "aupdate", None)
+        if aupdate is not None:
+            result: _T = await aupdate(session, fn)
+            return result
+        import asyncio
+
+        # A sync-only store may block (a network round trip): keep it off the event loop.
+        return await asyncio.to_thread(self._sync_update(), session, fn)
+
     def _transact(self, session: str, fn: Callable[[GuardSession], _T], what: str) -> _T | None:
         """One atomic update of a session; a failure is logged and never reaches the caller."""
+        update = self._sync_update()
         try:
-            return self.store.update(session, fn)
-        except StoreUnavailableError as exc:
-            logger.error("loop state unavailable (%s): %s", what, exc.message)
-            return None
-        except Exception:
-            logger.exception("loop accounting failed (%s); the tool call proceeds", what)
+            return update(session, fn)
+        except Exception as exc:
+            _log_failure(exc, what)
             return None
 
-    def _decide(
-        self,
-        session: str,
-        step: Callable[[GuardSession], tuple[Decision, list[LoopEvent]]],
-        what: str,
-        *,
-        may_block: bool = False,
+    async def _atransact(
+        self, session: str, fn: Callable[[GuardSession], _T], what: str
+    ) -> _T | None:
+        """``_transact`` through the async store path."""
+        try:
+            return await self._aupdate(session, fn)
+        except Exception as exc:
+            _log_failure(exc, what)
+            return None
+
+    def _decide(self, session: str, step: Step, what: str, *, may_block: bool = False) -> Decision:
+        update = self._sync_update()
+        try:
+            decision, events = update(session, step)
+        except Exception as exc:
+            return _failed(exc, what, may_block)
+        self._deliver(events)  # outside the session update: subscribers may call the guard
+        return decision
+
+    async def _adecide(
+        self, session: str, step: Step, what: str, *, may_block: bool = False
     ) -> Decision:
         try:
-            decision, events = self.store.update(session, step)
-        except StoreUnavailableError as exc:
-            logger.error("loop state unavailable (%s): %s", what, exc.message)
-            if may_block and exc.policy == "block":
-                return STORE_UNAVAILABLE
-            return ALLOW
-        except Exception:
-            logger.exception("loop accounting failed (%s); the tool call proceeds", what)
-            return ALLOW
-        self._deliver(events)  # outside the session update: subscribers may call the guard
+            decision, events = await self._aupdate(session, step)
+        except Exception as exc:
+            return _failed(exc, what, may_block)
+        await self._adeliver(events)
         return decision
 
     def before_tool_call(
@@ -297,24 +364,57 @@ class LoopGuard:
         *,
         run_id: str | None = None,
         tool_call_id: str | None = None,
+        batch: str | None = None,
     ) -> Decision:
-        """Decide about a call before it runs: allow, warn, block, or stop (stopped run)."""
+        """Decide about a call before it runs: allow, warn, block, or stop (stopped run).
 
-        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
-            events: list[LoopEvent] = []
-            return self._before(state, tool, params, run_id, tool_call_id, events), events
-
+        ``batch`` names the set of calls the model issued in one turn (for example the id of
+        the model message that carries them), when the runtime knows it. Calls of one batch
+        may run concurrently: with ``countPendingCalls`` an identical call still in flight
+        counts as a repeat, and blocks within one batch count as one toward
+        ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
+        """
+        step = self._before_step(tool, params, run_id, tool_call_id, batch)
         return self._decide(session, step, f"before {tool}", may_block=True)
 
-    def _before(
+    async def abefore_tool_call(
         self,
-        session: GuardSession,
+        session: str,
+        tool: str,
+        params: Any,
+        *,
+        run_id: str | None = None,
+        tool_call_id: str | None = None,
+        batch: str | None = None,
+    ) -> Decision:
+        """:meth:`before_tool_call` for an event loop: the same decision, awaited from the store."""
+        step = self._before_step(tool, params, run_id, tool_call_id, batch)
+        return await self._adecide(session, step, f"before {tool}", may_block=True)
+
+    def _before_step(
+        self,
         tool: str,
         params: Any,
         run_id: str | None,
         tool_call_id: str | None,
+        batch: str | None,
+    ) -> Step:
+        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
+            events: list[LoopEvent] = []
+            call = (tool, params, tool_call_id, batch)
+            return self._before(state, call, run_id, events), events
+
+        return step
+
+    def _before(
+        self,
+        session: GuardSession,
+        call: tuple[str, Any, str | None, str | None],
+        run_id: str | None,
         events: list[LoopEvent],
     ) -> Decision:
+        """``call`` is (tool, params, tool_call_id, batch)."""
+        tool, params, tool_call_id, batch = call
         run = normalize_run_id(run_id)
         stop_reason = session.stopped.get(run)
         if stop_reason is not None:
@@ -326,11 +426,16 @@ class LoopGuard:
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
-        verdict = self._verdict(session, tool, params, signature, config, run)
+        in_flight = self._in_flight(session, run, batch, config)
+        pending = 0 if in_flight is None else in_flight.calls.get(signature, 0)
+        verdict = self._verdict(session, tool, params, signature, config, run, pending)
         if verdict.stuck and verdict.level == "critical":
-            call = (tool, params, signature, tool_call_id)
-            return self._block(session, call, run, verdict, config, events)
+            vetoed = (tool, params, signature, tool_call_id)
+            return self._block(session, vetoed, run, verdict, config, events, batch)
         record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
+        if in_flight is not None:
+            in_flight.add(signature)
+            session.keep_run(session.in_flight, run, in_flight)
         if not verdict.stuck:
             return ALLOW
         if not self._should_emit(session, verdict, run, config):
@@ -339,6 +444,22 @@ class LoopGuard:
             self._event(session, run, "warn", verdict=verdict, tool=tool, args_hash=signature)
         )
         return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
+
+    @staticmethod
+    def _in_flight(
+        session: GuardSession, run: str | None, batch: str | None, config: ResolvedConfig
+    ) -> InFlight | None:
+        """The run's calls in flight in ``batch`` (None when pending calls are not counted).
+
+        A new batch replaces the older one's entries: the model issued it after reading the
+        older batch's results, so those calls ended even if their outcomes never came.
+        """
+        if batch is None or not config.count_pending_calls:
+            return None
+        current = session.in_flight.get(run)
+        if current is None or current.batch != batch:
+            return InFlight(batch)  # kept once a call of it is allowed
+        return current
 
     def _config_for(self, tool: str) -> ResolvedConfig:
         """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
@@ -355,8 +476,12 @@ class LoopGuard:
         signature: str,
         config: ResolvedConfig,
         run: str | None,
+        pending: int = 0,
     ) -> Verdict:
-        """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones."""
+        """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones.
+
+        ``pending``: identical calls of the current batch still in flight.
+        """
         if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
             return NOT_STUCK
         verdict = detect(session.state, tool, params, config, run, signature=signature)
@@ -365,7 +490,8 @@ class LoopGuard:
         tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
         streak = session.error_streaks.get(run)
-        return strongest([verdict, *extra_verdicts(tail, tool, signature, poll, streak, config)])
+        extra = extra_verdicts(tail, tool, signature, poll, streak, config, pending)
+        return strongest([verdict, *extra])
 
     def _block(
         self,
@@ -375,6 +501,7 @@ class LoopGuard:
         verdict: Verdict,
         config: ResolvedConfig,
         events: list[LoopEvent],
+        batch: str | None = None,
     ) -> Decision:
         """A critical verdict: block the call, or stop the run when the profile says so.
 
@@ -386,12 +513,7 @@ class LoopGuard:
             session.remember_blocked(tool_call_id)
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
-        blocks = session.block_counts.get(run, 0) + 1
-        session.keep_run(session.block_counts, run, blocks)
-        stops = config.stop_after_blocks > 0 and (
-            blocks >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
-        )
-        if not stops:
+        if not self._stops(session, run, verdict, config, batch):
             events.append(
                 self._event(session, run, "block", verdict=verdict, tool=tool, args_hash=signature)
             )
@@ -406,6 +528,35 @@ class LoopGuard:
         )
         return Decision("stop", message, verdict, blocked_result(message), error)
 
+    @staticmethod
+    def _stops(
+        session: GuardSession,
+        run: str | None,
+        verdict: Verdict,
+        config: ResolvedConfig,
+        batch: str | None,
+    ) -> bool:
+        """Count one more block of the run; whether it turns into a stop (``stopAfterBlocks``).
+
+        With a batch, the blocks of one batch count as one, and no call of the batch of the
+        run's first block stops the run (not even the circuit breaker, which that batch's own
+        vetoes may reach): the model must read a block before its run is stopped.
+        """
+        count = session.block_counts.get(run, 0)
+        same_batch = (
+            batch is not None
+            and config.stop_after_blocks > 0
+            and session.block_batches.get(run) == batch
+        )
+        if not same_batch:
+            count += 1
+            session.keep_run(session.block_counts, run, count)
+            if batch is not None and config.stop_after_blocks > 0:
+                session.keep_run(session.block_batches, run, batch)
+        if config.stop_after_blocks <= 0 or (same_batch and count == 1):
+            return False
+        return count >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
+
     def _should_emit(
         self, session: GuardSession, verdict: Verdict, run: str | None, config: ResolvedConfig
     ) -> bool:
@@ -416,7 +567,9 @@ class LoopGuard:
             if verdict.detector == "consecutive_repeat"
             else config.warning_threshold
         )
-        bucket = verdict.count // threshold
+        # The last-chance warning is given once per call and run, below any bucket of the threshold.
+        last_chance = str(verdict.warning_key).startswith(LAST_CHANCE_PREFIX)
+        bucket = 1 if last_chance else verdict.count // threshold
         if bucket <= session.warning_buckets.get(key, 0):
             return False
         session.remember_bucket(key, bucket)
@@ -433,41 +586,78 @@ class LoopGuard:
         run_id: str | None = None,
         tool_call_id: str | None = None,
         failed: bool | None = None,
+        batch: str | None = None,
     ) -> Decision:
         """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7).
 
         ``failed`` says whether the call failed when the runtime knows (a tool message with an
         error status, an exit code): only the repeated-error detector reads it; when it is None
-        the outcome itself is read for signs of failure.
+        the outcome itself is read for signs of failure. ``batch``: the one the call was
+        decided in, when known (an outcome of an older batch then leaves the current one's
+        count of calls in flight alone).
         """
-
-        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
-            events: list[LoopEvent] = []
-            outcome = (result, error, failed)
-            decision = self._after(state, tool, params, outcome, run_id, tool_call_id, events)
-            return decision, events
-
+        step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
         return self._decide(session, step, f"after {tool}")
 
-    def _after(
+    async def aafter_tool_call(
         self,
-        session: GuardSession,
+        session: str,
+        tool: str,
+        params: Any,
+        *,
+        result: Any = UNDEFINED,
+        error: Any = None,
+        run_id: str | None = None,
+        tool_call_id: str | None = None,
+        failed: bool | None = None,
+        batch: str | None = None,
+    ) -> Decision:
+        """:meth:`after_tool_call` for an event loop."""
+        step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
+        return await self._adecide(session, step, f"after {tool}")
+
+    def _after_step(
+        self,
         tool: str,
         params: Any,
         outcome: tuple[Any, Any, bool | None],
         run_id: str | None,
         tool_call_id: str | None,
+        batch: str | None,
+    ) -> Step:
+        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
+            events: list[LoopEvent] = []
+            call = (tool, params, tool_call_id, batch)
+            return self._after(state, call, outcome, run_id, events), events
+
+        return step
+
+    def _after(
+        self,
+        session: GuardSession,
+        call: tuple[str, Any, str | None, str | None],
+        outcome: tuple[Any, Any, bool | None],
+        run_id: str | None,
         events: list[LoopEvent],
     ) -> Decision:
+        """``call`` is (tool, params, tool_call_id, batch)."""
+        tool, params, tool_call_id, batch = call
         if tool_call_id is not None and tool_call_id in session.blocked_ids:
             return ALLOW
         run = normalize_run_id(run_id)
         config = self.config
+        signature = None
+        in_flight = session.in_flight.get(run)
+        if in_flight is not None and batch in (None, in_flight.batch):
+            signature = call_signature(session.state, tool, params)
+            in_flight.done(signature)
         result, error, failed = outcome
         if failed is None:
             failed = config.detectors.repeated_error and is_failure(result, error)
         if self._normalizer is not None:
             result, error = self._normalizer.normalize(result), self._normalize_error(error)
+            if error is None:
+                result = comparable_outcome(tool, params, result, failed is True)
         record = record_outcome(
             session.state,
             tool,
@@ -478,6 +668,7 @@ class LoopGuard:
             config,
             run,
             send_tools=self.send_tools,
+            signature=signature,
         )
         if config.detectors.repeated_error:
             streak = next_error_streak(
@@ -521,8 +712,17 @@ class LoopGuard:
 
     def on_compaction_retry(self, session: str, *, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of the run (call at each successful compaction retry)."""
-        if not self.config.compaction_guard_enabled:
-            return
+        if self.config.compaction_guard_enabled:
+            self._transact(session, self._arm_step(run_id), "arming the post-compaction guard")
+
+    async def aon_compaction_retry(self, session: str, *, run_id: str | None = None) -> None:
+        """:meth:`on_compaction_retry` for an event loop."""
+        if self.config.compaction_guard_enabled:
+            await self._atransact(
+                session, self._arm_step(run_id), "arming the post-compaction guard"
+            )
+
+    def _arm_step(self, run_id: str | None) -> Callable[[GuardSession], None]:
         run = normalize_run_id(run_id)
 
         def arm(state: GuardSession) -> None:
@@ -532,24 +732,53 @@ class LoopGuard:
             state.keep_run(state.compaction, run, guard)
             guard.arm()
 
-        self._transact(session, arm, "arming the post-compaction guard")
+        return arm
 
     def start_run(self, session: str, run_id: str | None = None) -> None:
         """Mark the start of a run: a fresh run record, no stop, no compaction window."""
+        self._transact(session, self._start_step(run_id), "starting a run")
+        if self.recorder is not None:
+            self.recorder.run_started(session, normalize_run_id(run_id), self.agent_id)
+
+    async def astart_run(self, session: str, run_id: str | None = None) -> None:
+        """:meth:`start_run` for an event loop (the run-records write goes to a worker thread)."""
+        await self._atransact(session, self._start_step(run_id), "starting a run")
+        if self.recorder is not None:
+            import asyncio
+
+            run = normalize_run_id(run_id)
+            await asyncio.to_thread(self.recorder.run_started, session, run, self.agent_id)
+
+    def _start_step(self, run_id: str | None) -> Callable[[GuardSession], None]:
         run = normalize_run_id(run_id)
 
         def start(state: GuardSession) -> None:
             state.forget_run(run)
             state.run(run, self.agent_id).started_at = time.time()
 
-        self._transact(session, start, "starting a run")
-        if self.recorder is not None:
-            self.recorder.run_started(session, run, self.agent_id)
+        return start
 
     def end_run(
         self, session: str, run_id: str | None = None, *, outcome: str = "completed"
     ) -> RunRecord | None:
         """Mark the end of a run and return its record (``stopped`` if the guard stopped it)."""
+        ended = self._transact(session, self._end_step(run_id, outcome), "ending a run")
+        if ended is not None and self.recorder is not None:
+            self.recorder.run_ended(ended)
+        return ended
+
+    async def aend_run(
+        self, session: str, run_id: str | None = None, *, outcome: str = "completed"
+    ) -> RunRecord | None:
+        """:meth:`end_run` for an event loop (the run-records write goes to a worker thread)."""
+        ended = await self._atransact(session, self._end_step(run_id, outcome), "ending a run")
+        if ended is not None and self.recorder is not None:
+            import asyncio
+
+            await asyncio.to_thread(self.recorder.run_ended, ended)
+        return ended
+
+    def _end_step(self, run_id: str | None, outcome: str) -> Callable[[GuardSession], RunRecord]:
         run = normalize_run_id(run_id)
 
         def end(state: GuardSession) -> RunRecord:
@@ -559,18 +788,53 @@ class LoopGuard:
             state.compaction.pop(run, None)
             return record
 
-        ended = self._transact(session, end, "ending a run")
-        if ended is not None and self.recorder is not None:
-            self.recorder.run_ended(ended)
-        return ended
+        return end
 
     def run_record(self, session: str, run_id: str | None = None) -> list[LoopEvent]:
         """The loop events of one run, in order (empty when the run had none)."""
-        state = self.store.peek(session)
-        if state is None:
-            return []
-        record = state.runs.get(normalize_run_id(run_id))
-        return list(record.events) if record else []
+        peek = getattr(self.store, "peek", None)
+        if peek is None:
+            raise TypeError(f"{self.store!r} is async-only: use arun_record")
+        return _events_of(peek(session), run_id)
+
+    async def arun_record(self, session: str, run_id: str | None = None) -> list[LoopEvent]:
+        """:meth:`run_record` for an event loop."""
+        apeek = getattr(self.store, "apeek", None)
+        if apeek is not None:
+            return _events_of(await apeek(session), run_id)
+        import asyncio
+
+        return await asyncio.to_thread(self.run_record, session, run_id)
+
+
+def _events_of(state: GuardSession | None, run_id: str | None) -> list[LoopEvent]:
+    if state is None:
+        return []
+    record = state.runs.get(normalize_run_id(run_id))
+    return list(record.events) if record else []
+
+
+def _call_subscriber(callback: Callable[[LoopEvent], None], event: LoopEvent) -> None:
+    try:
+        callback(event)
+    except Exception:
+        logger.exception("loop event subscriber %r failed", callback)
+
+
+def _log_failure(exc: Exception, what: str) -> None:
+    """Log a failed store update: the tool call goes on without loop accounting."""
+    if isinstance(exc, StoreUnavailableError):
+        logger.error("loop state unavailable (%s): %s", what, exc.message)
+    else:
+        logger.error("loop accounting failed (%s); the tool call proceeds", what, exc_info=exc)
+
+
+def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
+    """The decision when the store failed: allow, or refuse under ``on_store_error='block'``."""
+    _log_failure(exc, what)
+    if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
+        return STORE_UNAVAILABLE
+    return ALLOW
 
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:

@@ -14,17 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loopwarden.canonical import UNDEFINED
+from loopwarden.canonical import UNDEFINED, digest_stable
 from loopwarden.config import ResolvedConfig
 from loopwarden.detectors import Level, Verdict
-from loopwarden.history import ToolCallRecord
+from loopwarden.history import VETO_HASH, ToolCallRecord
 
 
 def scan_limit(config: ResolvedConfig) -> int:
     """How many recent records the extra detectors may need to look at."""
     longest = max(
         config.consecutive_any_result_threshold,
-        config.consecutive_critical_threshold,
+        config.silent_threshold,
         config.global_circuit_breaker_threshold + config.max_cycle_period,
     )
     return longest + 1
@@ -41,10 +41,20 @@ class Consecutive:
 
     calls: int = 0
     identical: int = 0
+    result_hash: str | None = None  # the result the identical ones returned
 
 
-def consecutive_repeat(tail: Sequence[ToolCallRecord], signature: str) -> Consecutive:
-    """Measure the unbroken run of ``signature`` at the newest end of the run's history."""
+def consecutive_repeat(
+    tail: Sequence[ToolCallRecord], signature: str, pending: int = 0
+) -> Consecutive:
+    """Measure the unbroken run of ``signature`` at the newest end of the run's history.
+
+    ``pending``: how many of the records without a result are calls of the current batch
+    still in flight (``countPendingCalls``); up to that many such records count as identical
+    repeats, presumed to return the streak's result, as they would have run one at a time.
+    So does a veto recorded before the call had any result (``VETO_HASH``, only possible
+    while identical calls were in flight): it repeats whatever they returned.
+    """
     calls = identical = 0
     latest: str | None = None
     streak_open = True
@@ -52,6 +62,12 @@ def consecutive_repeat(tail: Sequence[ToolCallRecord], signature: str) -> Consec
         if record.args_hash != signature:
             break
         calls += 1
+        presumed = record.result_hash == VETO_HASH or (record.result_hash is None and pending > 0)
+        if streak_open and presumed:
+            if record.result_hash is None:
+                pending -= 1
+            identical += 1
+            continue
         if not streak_open or record.result_hash is None:
             continue
         if latest is None:
@@ -60,7 +76,7 @@ def consecutive_repeat(tail: Sequence[ToolCallRecord], signature: str) -> Consec
             streak_open = False
             continue
         identical += 1
-    return Consecutive(calls, identical)
+    return Consecutive(calls, identical, latest)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,12 +186,112 @@ def next_error_streak(
 
 
 # ---------------------------------------------------------------------------------------------
+# Outcomes as the recommended profile compares them (with ``normalizeVolatile``): an output
+# that says nothing is one value whatever its wrapper, and an edit's result is compared with
+# its numbers masked.
+
+SILENT_RESULT = ""
+"""What a call that succeeded without output is recorded as (see ``comparable_outcome``)."""
+SILENT_RESULT_HASH = digest_stable(SILENT_RESULT)
+"""Its outcome hash: the consecutive detector gives such calls ``consecutiveSilentThreshold``."""
+
+# mini-swe-agent's observation of a command with no output, and SWE-agent's.
+_SILENT_TEXT = re.compile(
+    r"\s*(?:<returncode>\s*0\s*</returncode>\s*<output>\s*</output>"
+    r"|Your command ran successfully and did not produce any output\.?)?\s*"
+)
+# Tools whose every call changes a file: re-applying one with the same arguments is never
+# progress, even when the file's line count in the result grows each time.
+_EDIT_TOOLS = frozenset(
+    {"edit", "insert", "append", "edit_file", "apply_patch", "Edit", "MultiEdit", "replace"}
+)
+# Editor tools with a `command` argument; only these of their commands change the file.
+_EDITOR_TOOLS = frozenset(
+    {"str_replace_editor", "str_replace_based_edit_tool", "file_editor", "text_editor"}
+)
+_EDITOR_WRITES = frozenset({"insert", "str_replace", "create", "append"})
+_NUMBER = re.compile(r"\d+")
+_MAX_DEPTH = 64
+
+
+def is_edit_call(tool: str, params: Any) -> bool:
+    """Whether a call edits a file: SWE-agent's ``edit``/``insert``/``append``, the coding
+    CLIs' edit tools, or an editor tool (``str_replace_editor`` …) asked to write."""
+    if tool in _EDIT_TOOLS:
+        return True
+    if tool not in _EDITOR_TOOLS or not isinstance(params, Mapping):
+        return False
+    return params.get("command") in _EDITOR_WRITES
+
+
+def _silent_text(text: object) -> bool:
+    return isinstance(text, str) and _SILENT_TEXT.fullmatch(text) is not None
+
+
+def is_silent(result: Any) -> bool:
+    """Whether a successful call's result says nothing: no text, or only a shell wrapper
+    around no output (``<returncode>0</returncode><output></output>``, SWE-agent's "did not
+    produce any output"), or MCP-style content whose text items are all empty."""
+    if result is None or _silent_text(result):
+        return True
+    if not isinstance(result, Mapping):
+        return False
+    if result.get("isError") is True or result.get("structuredContent"):
+        return False
+    details = result.get("details")
+    if isinstance(details, Mapping) and (
+        details.get("exitCode") not in (None, 0) or details.get("aggregated")
+    ):
+        return False
+    content = result.get("content")
+    return isinstance(content, list) and all(
+        isinstance(item, Mapping) and item.get("type") == "text" and _silent_text(item.get("text"))
+        for item in content
+    )
+
+
+def mask_numbers(value: Any, depth: int = 0) -> Any:
+    """A copy of ``value`` with every run of digits in its strings replaced by ``#``."""
+    if isinstance(value, str):
+        return _NUMBER.sub("#", value)
+    if depth >= _MAX_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {key: mask_numbers(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [mask_numbers(item, depth + 1) for item in value]
+    return value
+
+
+def comparable_outcome(tool: str, params: Any, result: Any, failed: bool) -> Any:
+    """The result to hash for a call whose outcome was volatile-normalised: a silent success
+    becomes ``SILENT_RESULT``; an edit's result loses its numbers (the same text inserted
+    again makes ``(107 lines total)`` read ``(120 lines total)``: to a person no progress)."""
+    if not failed and is_silent(result):
+        return SILENT_RESULT
+    if is_edit_call(tool, params):
+        return mask_numbers(result)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
 # Verdicts
+
+
+LAST_CHANCE_PREFIX = "last-chance:"
+"""Warning keys of the consecutive detector's one warning before its block."""
 
 
 def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: ResolvedConfig) -> Verdict:
     key = f"consecutive:{tool}:{signature}"
-    if c.identical >= cfg.consecutive_critical_threshold:
+    # A call that returns nothing gives the agent nothing to notice the repeat by (the real
+    # corpus's no-op `sed -i`, run four times before the agent recovers): one more try for it.
+    critical = (
+        cfg.silent_threshold
+        if c.result_hash == SILENT_RESULT_HASH
+        else cfg.consecutive_critical_threshold
+    )
+    if c.identical >= critical:
         return Verdict(
             True,
             "critical",
@@ -209,6 +325,21 @@ def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: Resolve
             "If this is not making progress, change your approach or report the task as failed.",
             None,
             key,
+        )
+    if critical > 1 and c.identical == critical - 1:
+        # The last chance: one more identical result and the next call is blocked. Its own key,
+        # so it is given once per streak (LAST_CHANCE_PREFIX in the guard's de-duplication).
+        return Verdict(
+            True,
+            "warning",
+            "consecutive_repeat",
+            c.identical,
+            f"WARNING: You have called {tool} {c.identical} times in a row with identical "
+            "arguments and identical results, and this call is the same again. If it returns "
+            "the same result, the next identical call will be blocked: change your approach or "
+            "report the task as failed.",
+            None,
+            LAST_CHANCE_PREFIX + key,
         )
     return Verdict()
 
@@ -271,15 +402,19 @@ def extra_verdicts(
     poll: bool,
     error_streak: ErrorStreak | None,
     cfg: ResolvedConfig,
+    pending: int = 0,
 ) -> list[Verdict]:
-    """Every verdict of the enabled extra detectors for the next call (stuck ones only)."""
+    """Every verdict of the enabled extra detectors for the next call (stuck ones only).
+
+    ``pending``: identical calls of the current batch in flight (see ``consecutive_repeat``).
+    """
     verdicts: list[Verdict] = []
     switches = cfg.detectors
     if switches.repeated_error:
         verdicts.append(_error_verdict(tool, error_streak, cfg))
     if switches.consecutive_repeat and not poll:
         verdicts.append(
-            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature), cfg)
+            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature, pending), cfg)
         )
     if switches.cycle:
         # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.

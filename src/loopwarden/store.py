@@ -5,6 +5,10 @@ session" step (``store.update(key, fn)``). A store may call ``fn`` more than onc
 shared store retries on a conflict), so ``fn`` must only touch the state it is given. The
 default :class:`MemoryStore` keeps sessions in process memory, bounded by an idle TTL and an
 LRU cap. Durable and shared stores (SQLite, Redis) implement the same protocol.
+
+:class:`AsyncSessionStore` is the same step for code on an event loop (``await
+store.aupdate(key, fn)``): ``fn`` stays a plain function that never awaits, so the decision code
+is shared and only the transaction around it differs. :class:`MemoryStore` is both.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -29,6 +33,8 @@ MAX_RUN_EVENTS = 256
 # still has calls in the history, plus the 64 most recently active others: a session's state is
 # bounded by historySize whatever the number of runs it sees.
 MAX_IDLE_RUNS = 64
+# Distinct signatures in flight kept per run (a batch of more distinct calls forgets the oldest).
+MAX_IN_FLIGHT_SIGNATURES = 256
 
 RunKey = str | None
 _T = TypeVar("_T")
@@ -73,6 +79,29 @@ class RunRecord:
 
 
 @dataclass
+class InFlight:
+    """The run's current batch and, per call signature, how many of its calls were allowed
+    and have not reported their outcome yet (``countPendingCalls``)."""
+
+    batch: str
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def add(self, signature: str) -> None:
+        """One more call of ``signature`` in flight (bounded: the oldest signature goes)."""
+        self.calls[signature] = self.calls.get(signature, 0) + 1
+        while len(self.calls) > MAX_IN_FLIGHT_SIGNATURES:
+            del self.calls[next(iter(self.calls))]
+
+    def done(self, signature: str) -> None:
+        """One call of ``signature`` reported its outcome."""
+        left = self.calls.get(signature, 0) - 1
+        if left > 0:
+            self.calls[signature] = left
+        else:
+            self.calls.pop(signature, None)
+
+
+@dataclass
 class GuardSession:
     """Everything the guard keeps for one session: history plus the §6/§7 bookkeeping."""
 
@@ -89,6 +118,10 @@ class GuardSession:
     # Recommended-profile bookkeeping per run: blocks so far, and the repeated-error streak.
     block_counts: dict[RunKey, int] = field(default_factory=dict)
     error_streaks: dict[RunKey, ErrorStreak] = field(default_factory=dict)
+    # Batches (calls the model issued in one turn): the calls in flight of the run's current
+    # batch, and the batch of the run's latest block (blocks of one batch count as one).
+    in_flight: dict[RunKey, InFlight] = field(default_factory=dict)
+    block_batches: dict[RunKey, str] = field(default_factory=dict)
     # Tool-call ids the guard blocked: their outcome must never be recorded.
     blocked_ids: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
@@ -147,18 +180,23 @@ class GuardSession:
 
     def trim_runs(self) -> None:
         """Bound every per-run map (a session restored from an older, unbounded snapshot)."""
-        for per_run in (self.stopped, self.compaction, self.block_counts, self.error_streaks):
+        for per_run in self._per_run_maps():
             self._trim(per_run)
 
-    def forget_run(self, run_id: RunKey) -> None:
-        """Drop everything kept about one run (its record, stop, windows and counters)."""
-        for per_run in (
-            self.runs,
+    def _per_run_maps(self) -> tuple[dict[RunKey, Any], ...]:
+        return (
             self.stopped,
             self.compaction,
             self.block_counts,
             self.error_streaks,
-        ):
+            self.in_flight,
+            self.block_batches,
+        )
+
+    def forget_run(self, run_id: RunKey) -> None:
+        """Drop everything kept about one run (its record, stop, windows and counters)."""
+        self.runs.pop(run_id, None)
+        for per_run in self._per_run_maps():
             per_run.pop(run_id, None)
 
 
@@ -178,8 +216,44 @@ class SessionStore(Protocol):
         ...
 
 
+class AsyncSessionStore(Protocol):
+    """The interface of a store for code on an event loop (``LoopGuard``'s ``a*`` methods).
+
+    ``fn`` is the same plain function a sync store runs; the store may await I/O around it
+    (and run it again after a conflict), never inside it.
+    """
+
+    def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> Awaitable[_T]:
+        """Apply ``fn`` to the session's state atomically (creating it on first use)."""
+        ...
+
+    def apeek(self, key: str) -> Awaitable[GuardSession | None]:
+        """The session's state if the store has it (read-only use), else None."""
+        ...
+
+
+async def _acquire(lock: threading.Lock | threading.RLock) -> None:
+    """Take ``lock`` without blocking the event loop.
+
+    Another thread may hold it (a sync guard on a worker thread sharing the store) for the
+    few microseconds of one update: the loop keeps running other tasks meanwhile, trying
+    again after each pass, then after a short sleep that grows to a millisecond.
+    """
+    import asyncio  # loaded already on an event loop; kept out of sync start-up
+
+    delay = 0.0
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(delay)
+        delay = min(0.001, delay * 2 or 0.00005)
+
+
 class MemoryStore:
-    """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest."""
+    """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest.
+
+    Sync (``update``) and async (``aupdate``) at once. On an event loop no thread is used:
+    ``fn`` never awaits, so tasks of one loop cannot interleave inside an update, and the
+    locks that keep threads apart are taken without blocking the loop (see ``aupdate``).
+    """
 
     def __init__(
         self,
@@ -210,30 +284,59 @@ class MemoryStore:
             self._entries.popitem(last=False)
 
     def _checkout(self, key: str) -> tuple[GuardSession, threading.RLock]:
-        with self._lock:
-            now = self._clock()
-            entry = self._entries.pop(key, None)
-            if entry is None:
-                entry = (GuardSession(key), threading.RLock(), now)
-            self._entries[key] = (entry[0], entry[1], now)
-            self._evict(now)
-            return entry[0], entry[1]
+        """The session and its lock, marked as just used (call with ``self._lock`` held)."""
+        now = self._clock()
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            entry = (GuardSession(key), threading.RLock(), now)
+        self._entries[key] = (entry[0], entry[1], now)
+        self._evict(now)
+        return entry[0], entry[1]
 
     def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """Apply ``fn`` to the session under its own lock (other sessions run in parallel)."""
-        state, lock = self._checkout(key)
+        with self._lock:
+            state, lock = self._checkout(key)
         with lock:
             return fn(state)
+
+    async def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """``update`` on an event loop, with no thread and no blocking wait.
+
+        The locks are the ones ``update`` takes (threads may share the store), acquired
+        without blocking; both are held only for dict operations and ``fn`` itself.
+        """
+        await _acquire(self._lock)
+        try:
+            state, lock = self._checkout(key)
+        finally:
+            self._lock.release()
+        await _acquire(lock)
+        try:
+            return fn(state)
+        finally:
+            lock.release()
 
     def peek(self, key: str) -> GuardSession | None:
         """The session if present and not expired."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            if self._ttl is not None and self._clock() - entry[2] > self._ttl:
-                return None
-            return entry[0]
+            return self._peek(key)
+
+    async def apeek(self, key: str) -> GuardSession | None:
+        """``peek`` on an event loop."""
+        await _acquire(self._lock)
+        try:
+            return self._peek(key)
+        finally:
+            self._lock.release()
+
+    def _peek(self, key: str) -> GuardSession | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if self._ttl is not None and self._clock() - entry[2] > self._ttl:
+            return None
+        return entry[0]
 
     def __len__(self) -> int:
         with self._lock:
@@ -293,6 +396,10 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
         "error_streaks": [
             [run or "", s.tool, s.result_hash, s.count] for run, s in session.error_streaks.items()
         ],
+        "in_flight": [
+            [run or "", f.batch, list(f.calls.items())] for run, f in session.in_flight.items()
+        ],
+        "block_batches": [[run or "", batch] for run, batch in session.block_batches.items()],
     }
 
 
@@ -315,6 +422,12 @@ def restore_session(data: dict[str, Any]) -> GuardSession:
         run or None: ErrorStreak(tool, result_hash, int(count))
         for run, tool, result_hash, count in data.get("error_streaks", [])
     }
+    # Absent from snapshots written before batches existed: nothing in flight, no batch blocked.
+    session.in_flight = {
+        run or None: InFlight(batch, {sig: int(n) for sig, n in calls})
+        for run, batch, calls in data.get("in_flight", [])
+    }
+    session.block_batches = {run or None: batch for run, batch in data.get("block_batches", [])}
     session.trim_runs()
     return session
 

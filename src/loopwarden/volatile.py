@@ -48,72 +48,237 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("line", r"\bline \d+\b"),
 )
 
-# Substrings (of the lower-cased text) a pattern cannot match without: a C-speed `in` check
-# skips the regex, which costs 25-35 ns per character per pattern, on most texts.
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "uuid": ("-",),
-    "timestamp": ("-",),
-    "clock": (":",),
-    "pid": ("pid",),
-    "attempt": ("attempt",),
-    "line": ("line ",),
+# The same patterns rewritten so that Python's regex engine can skip ahead in C. A pattern that
+# starts with ``\\b`` makes it attempt a match at every position of the text (about 25 ns a
+# character); one that starts with a literal or a character set lets it jump to the candidates.
+# ``\\b`` before a first character c that is a word character equals ``c(?<!\\wc)`` right after
+# it: the character before c is not a word character (or there is none). Each form matches the
+# same spans as its pattern above, tried in the same order; tests/test_volatile_fast.py checks
+# it against the patterns above on the corpora and on generated text.
+_FAST_FORMS: dict[str, str] = {
+    "uuid": r"[0-9a-fA-F](?<!\w[0-9a-fA-F])[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+    r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    "timestamp": r"\d(?<!\w\d)\d{3}-\d{2}-\d{2}[T ]\d{2}([:_])\d{2}(?:\1\d{2}(?:[.,_]\d+)?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?\b",
+    # The two lookaheads, asked at the first character, become "this character, or one later".
+    "hex": r"[0-9a-fA-F](?<!\w[0-9a-fA-F])(?:(?<=[a-fA-F])|(?=[0-9a-fA-F]*[a-fA-F]))"
+    r"(?:(?<=\d)|(?=[0-9a-fA-F]*\d))[0-9a-fA-F]{15,}\b",
+    "clock": r"\d(?<!\w\d)\d?:\d{2}:\d{2}(?:[.,]\d+)?\b",
+    "duration": r"\d(?<!\w\d)\d*(?:\.\d+)?\s?"
+    r"(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h|hrs|hours)\b",
+    # (?i:p) and (?i:a) match only p, P and a, A (checked over every code point).
+    "pid": r"[pP](?<!\w[pP])(?i:id)\b[\s:=#]*\d+",
+    "attempt": r"[aA](?<!\w[aA])(?i:ttempt)\b\s*#?\d+",
+    "line": r"line(?<!\wline) \d+\b",
 }
+
+# Gates: cheap searches that find something in every text the pattern matches (a necessary
+# condition), each starting with a literal or an ASCII set so the engine scans in C. A text
+# that fails a pattern's gate is left alone without running the pattern. Why each holds:
+# - uuid, timestamp, clock: each gate is a piece of every match;
+# - hex: a match is a whole word of 16 or more hex characters with an ASCII digit in it (a
+#   non-ASCII digit would be a word character right after the hex run, leaving no word
+#   boundary to end the match on), and that digit has 8 hex characters after it or 8 before;
+# - duration: a match has a digit, then at most one space, then a unit's first letter.
+# In ASCII text, the hex and duration gates read the text's bytes mapped to character classes
+# (bytes.translate and ``in`` run in C, faster than a regex over every digit): a hex id is 16
+# hex characters in a row; a duration is a digit, an optional space, a unit's first letter
+# (with every space dropped first: more texts pass, none that matches is missed).
+# (``\\s`` in ASCII text is str.isspace: the usual five, the space, and \\x1c-\\x1f.)
+_UUID_GATE = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+_TIMESTAMP_GATE = re.compile(r"-\d\d-\d\d[T ]\d\d[:_]\d\d")
+_CLOCK_GATE = re.compile(r":\d\d:\d\d")
+_HEX_GATE = re.compile(r"[0-9](?:(?=[0-9a-fA-F]{8})|(?<=[0-9a-fA-F]{9}))")
+_DURATION_GATE = re.compile(r"\d\s?[nuµmsh]")  # \d: every Unicode digit
+_UNICODE_DIGIT = re.compile(r"\d")
+
+
+def _byte_classes(members: dict[bytes, bytes]) -> bytes:
+    """A bytes.translate table: each listed byte to its class letter, every other one to '.'."""
+    table = bytearray(b"." * 256)
+    for chars, letter in members.items():
+        for char in chars:
+            table[char] = letter[0]
+    return bytes(table)
+
+
+_HEX_CLASSES = _byte_classes({b"0123456789abcdefABCDEF": b"h"})
+_HEX_RUN = b"h" * 16
+_NUMBER_CLASSES = _byte_classes({b"0123456789": b"0", b"nmsuh": b"u"})
+# Spaces are dropped, so that one search finds "digit, unit" with or without one in between.
+_SPACES = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+
+
+def _ascii_gates(value: str) -> tuple[bool, bool]:
+    """(hex gate, duration gate) of an ASCII text."""
+    raw = value.encode("ascii")
+    return _HEX_RUN in raw.translate(_HEX_CLASSES), b"0u" in raw.translate(_NUMBER_CLASSES, _SPACES)
+
+
+def _has_digit(value: str) -> bool:
+    """Whether ``\\d`` matches somewhere in the text (one C-speed ``in`` per ASCII digit)."""
+    if not value.isascii():
+        return _UNICODE_DIGIT.search(value) is not None
+    return (
+        "0" in value
+        or "1" in value
+        or "2" in value
+        or "3" in value
+        or "4" in value
+        or "5" in value
+        or "6" in value
+        or "7" in value
+        or "8" in value
+        or "9" in value
+    )
 
 
 @dataclass(frozen=True)
 class _Rule:
     pattern: re.Pattern[str]
     replacement: str
-    required: tuple[str, ...] = ()
+
+
+def _fast_rule(name: str) -> _Rule:
+    return _Rule(re.compile(_FAST_FORMS.get(name, dict(BUILTIN_PATTERNS)[name])), f"<{name}>")
+
+
+_UUID, _TIMESTAMP, _HEX, _CLOCK, _DURATION, _PID, _ATTEMPT, _LINE = (
+    _fast_rule(name) for name, _ in BUILTIN_PATTERNS
+)
+# In ASCII text \\d is [0-9]: a set the engine scans faster than the Unicode digit category.
+_DURATION_ASCII = re.compile("[0-9]" + _FAST_FORMS["duration"][2:])
+# Patterns that run only when the lower-cased text holds their keyword.
+_KEYWORD_RULES = (("pid", _PID), ("attempt", _ATTEMPT), ("line ", _LINE))
+
+
+def builtin_text(value: str) -> str:
+    """``value`` with the built-in patterns applied, in order, each over the whole text.
+
+    Gives what applying each of :data:`BUILTIN_PATTERNS` in turn gives, with two shortcuts: a
+    pattern whose gate finds nothing is skipped, and the text's facts are learnt once. They stay
+    true as patterns apply, because a placeholder holds no digit, hyphen or colon: replacing a
+    span can only take those away. The keyword checks (``pid``, ``attempt``, ``line ``) read the
+    original text lower-cased, as they always have.
+    """
+    original = value
+    if type(value) is not str:  # a str subclass: its text, as re.sub returns it
+        value = str.__str__(value)
+    digit = _has_digit(value)
+    dash = "-" in value
+    if not digit and not dash:
+        return value  # every pattern needs a digit, but uuid, which needs a hyphen
+    if dash:
+        if _UUID_GATE.search(value) is not None:
+            value = _UUID.pattern.sub(_UUID.replacement, value)
+        if digit and _TIMESTAMP_GATE.search(value) is not None:
+            value = _TIMESTAMP.pattern.sub(_TIMESTAMP.replacement, value)
+    if not digit:
+        return value
+    ascii_text = value.isascii()
+    if ascii_text:
+        hex_id, duration = _ascii_gates(value)
+    else:
+        hex_id = _HEX_GATE.search(value) is not None
+        duration = True
+    if hex_id:
+        value = _HEX.pattern.sub(_HEX.replacement, value)
+    if ":" in value and _CLOCK_GATE.search(value) is not None:
+        value = _CLOCK.pattern.sub(_CLOCK.replacement, value)
+    if ascii_text and duration:
+        value = _DURATION_ASCII.sub(_DURATION.replacement, value)
+    elif duration and _DURATION_GATE.search(value) is not None:
+        value = _DURATION.pattern.sub(_DURATION.replacement, value)
+    lowered = original.lower()
+    for keyword, rule in _KEYWORD_RULES:
+        if keyword in lowered:
+            value = rule.pattern.sub(rule.replacement, value)
+    return value
 
 
 @dataclass(frozen=True)
 class VolatileNormalizer:
     """Compiled volatile patterns; ``normalize(value)`` returns a normalised copy."""
 
-    rules: tuple[_Rule, ...]
+    extra: tuple[_Rule, ...] = ()  # the user's volatilePatterns, applied after the built-ins
+
+    @property
+    def rules(self) -> tuple[_Rule, ...]:
+        """Every rule in the order it applies: the built-ins, then the user's patterns."""
+        return (_UUID, _TIMESTAMP, _HEX, _CLOCK, _DURATION, _PID, _ATTEMPT, _LINE, *self.extra)
 
     @classmethod
     def build(cls, extra_patterns: Iterable[str] = ()) -> VolatileNormalizer:
         """Compile the built-in patterns plus user ``volatilePatterns`` (regular expressions)."""
-        rules = [
-            _Rule(re.compile(rx), f"<{name}>", _REQUIRED.get(name, ()))
-            for name, rx in BUILTIN_PATTERNS
-        ]
         safe = safe_patterns(extra_patterns, "VolatileNormalizer.build")
-        rules.extend(_Rule(re.compile(rx), "<volatile>") for rx in safe)
-        return cls(tuple(rules))
+        return cls(tuple(_Rule(re.compile(rx), "<volatile>") for rx in safe))
 
     def text(self, value: str) -> str:
         """Replace every volatile span of a string with ``<kind>``."""
-        lowered = value.lower()
-        for rule in self.rules:
-            if all(piece in lowered for piece in rule.required):
-                value = rule.pattern.sub(rule.replacement, value)
+        value = builtin_text(value)
+        for rule in self.extra:
+            value = rule.pattern.sub(rule.replacement, value)
         return value
 
     def normalize(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string normalised (other values untouched)."""
-        return _walk(value, self, set(), 0)
+        if isinstance(value, str):
+            return self.text(value)
+        return _Walk(self, {}, set()).copy(value, 0)
 
 
 _MAX_DEPTH = 200
 
 
-def _walk(value: Any, normalizer: VolatileNormalizer, seen: set[int], depth: int) -> Any:
-    # Cycles and absurd depth are left as they are: canonical hashing copes with both, and a
-    # normaliser must never be the reason a tool call fails.
-    if isinstance(value, str):
-        return normalizer.text(value)
-    if depth > _MAX_DEPTH or not isinstance(value, (Mapping, list, tuple)) or id(value) in seen:
-        return value
-    seen.add(id(value))
-    try:
-        if isinstance(value, Mapping):
-            return {k: _walk(v, normalizer, seen, depth + 1) for k, v in value.items()}
-        return [_walk(v, normalizer, seen, depth + 1) for v in value]
-    finally:
-        seen.discard(id(value))
+# Types a structure's leaves mostly are, returned as they are without the ABC check below.
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+@dataclass
+class _Walk:
+    """One normalisation of a structure. ``done`` remembers each distinct string's result: an
+    exec result carries its output twice (content text and details.aggregated)."""
+
+    normalizer: VolatileNormalizer
+    done: dict[str, str]
+    seen: set[int]
+
+    def copy(self, value: Any, depth: int) -> Any:
+        # Exact types first: isinstance against the Mapping ABC costs more than the rest of a
+        # leaf's visit. Subclasses take the general path below, as before.
+        kind = type(value)
+        if kind is str:
+            out = self.done.get(value)
+            if out is None:
+                out = self.done[value] = self.normalizer.text(value)
+            return out
+        if kind in _SCALARS:
+            return value
+        if isinstance(value, str):  # a subclass: it may compare or hash in its own way
+            return self.normalizer.text(value)
+        # Cycles and absurd depth are left as they are: canonical hashing copes with both, and
+        # a normaliser must never be the reason a tool call fails.
+        if depth > _MAX_DEPTH:
+            return value
+        if kind is dict or kind is list or kind is tuple:
+            mapping = kind is dict
+        elif isinstance(value, Mapping):
+            mapping = True
+        elif isinstance(value, (list, tuple)):
+            mapping = False
+        else:
+            return value
+        key = id(value)
+        if key in self.seen:
+            return value
+        self.seen.add(key)
+        try:
+            copy, depth = self.copy, depth + 1  # scalars inline: no call for most leaves
+            if mapping:
+                return {k: v if type(v) in _SCALARS else copy(v, depth) for k, v in value.items()}
+            return [v if type(v) in _SCALARS else copy(v, depth) for v in value]
+        finally:
+            self.seen.discard(key)
 
 
 def validate_patterns(patterns: object) -> list[str]:

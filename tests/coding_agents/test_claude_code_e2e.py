@@ -20,15 +20,23 @@ import pytest
 from _clis import claude_argv, claude_env
 from fake_anthropic import FakeAnthropic, RepeatCommand, block_text, tool_results
 
+from loopwarden.cli.hook_cmd import hook_config
+
 import _support
 
 RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
 
 # What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
 # phrases in what the model saw, not for the whole text, so wording around them may change.
-BLOCKED = "times in a row with identical arguments and identical results"
+BLOCKED = "so the call was blocked"
 WARNED = "WARNING: You have called Bash"
 COMPACTION_STOP = "after auto-compaction"
+
+# Where the installed hook (its default profile) acts on one failing call repeated, counted
+# from 1: the call after `critical` identical results is refused, the one before it runs with
+# the last-chance warning.
+LAST_CHANCE_CALL = hook_config(None, []).consecutive_critical_threshold
+BLOCKED_CALL = LAST_CHANCE_CALL + 1
 
 
 @dataclass
@@ -125,23 +133,27 @@ def test_without_loopwarden_the_loop_runs_to_the_end(project: Project, tmp_path:
     assert BLOCKED not in run.seen_text()
 
 
-def test_failing_command_loop_is_blocked_at_its_fifth_call(
+def test_failing_command_loop_is_blocked_at_its_fourth_call(
     project: Project, tmp_path: Path
 ) -> None:
-    """Recommended profile: the 4th call runs with a warning, the 5th is refused with the reason."""
+    """Recommended profile: the 3rd call runs with the last-chance warning, the 4th is refused
+    with the reason, the 5th stops the run."""
     count = tmp_path / "count"
     model = RepeatCommand(commands=[failing(count)] * 10, final_text="Giving up.")
     project.install()
     run = project.run(model, count)
-    assert run.executions == 4, run.explain()
+    ran = BLOCKED_CALL - 1
+    assert run.executions == ran, run.explain()
     results = run.results()
     assert len(results) == 10  # the model kept trying: every later call was refused
     assert all(r.get("is_error") for r in results)
-    assert [BLOCKED in block_text(r) for r in results] == [False] * 4 + [True] * 6
-    # the warning reached the model together with the 4th call's real result
-    assert "FAIL: 3 tests failed" in block_text(results[3])
-    fourth = run.request_with(4)["messages"][-1]
-    assert WARNED in json.dumps(fourth) and WARNED not in json.dumps(run.request_with(3))
+    assert [BLOCKED in block_text(r) for r in results] == [False] * ran + [True] * (10 - ran)
+    assert all("FAIL: 3 tests failed" in block_text(r) for r in results[:ran])
+    # the warning reached the model together with the last-chance call's real result, and
+    # not before it
+    last_chance = run.request_with(LAST_CHANCE_CALL)["messages"][-1]
+    assert WARNED in json.dumps(last_chance)
+    assert WARNED not in json.dumps(run.request_with(LAST_CHANCE_CALL - 1))
     # afterwards, the user can find the run: blocked, then stopped (the second block)
     listed = project.lw("runs", "list", "--blocked")
     assert f"claude-code:{run.session_id()}" in listed and "stopped" in listed

@@ -31,17 +31,26 @@ import pytest
 from _clis import codex_argv, codex_config, codex_env
 from fake_openai import FakeOpenAI, RepeatCommand, messages, output_text, tool_outputs
 
+from loopwarden.cli.hook_cmd import hook_config
+
 import _support
 
 RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes one to three seconds
 
 # What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
 # phrases in what the model saw, not for the whole text, so wording around them may change.
-BLOCKED = "times in a row with identical arguments and identical results"
+BLOCKED = "so the call was blocked"
 WARNED = "WARNING: You have called Bash"
 COMPACTION_STOP = "after auto-compaction"
 # How Codex itself words a PreToolUse deny in the call's output.
 CODEX_DENIED = "Command blocked by PreToolUse hook: "
+
+# Where the installed hook (its default profile) acts on one failing call repeated, counted
+# from 1: the call after `critical` identical results is refused, the one before it runs with
+# the last-chance warning; calls before the refused one run.
+LAST_CHANCE_CALL = hook_config(None, []).consecutive_critical_threshold
+BLOCKED_CALL = LAST_CHANCE_CALL + 1
+RAN = BLOCKED_CALL - 1
 
 
 @dataclass
@@ -175,24 +184,26 @@ def test_without_loopwarden_the_loop_runs_to_the_end(
     assert BLOCKED not in run.seen_text()
 
 
-def test_failing_command_loop_is_blocked_at_its_fifth_call(
+def test_failing_command_loop_is_blocked_at_its_fourth_call(
     codex_run: Callable[..., Run], tmp_path: Path
 ) -> None:
-    """Recommended profile: the loop is warned while it still runs, and its 5th call is refused
-    with loopwarden's reason as the call's output; every later call is refused too."""
+    """Recommended profile: the loop's 3rd call runs with the last-chance warning, its 4th is
+    refused with loopwarden's reason as the call's output; every later call is refused too."""
     count = tmp_path / "count"
     model = RepeatCommand(commands=[failing(count)] * 10, final_text="Giving up.")
     run = codex_run(model, count, [])
-    assert run.executions == 4, run.explain()
+    assert run.executions == RAN, run.explain()
     outputs = run.outputs()
     assert len(outputs) == 10, run.explain()  # the model kept trying: every later call refused
-    assert all("FAIL: 3 tests failed" in out for out in outputs[:4])
-    assert [BLOCKED in out for out in outputs[:5]] == [False] * 4 + [True], run.explain()
-    assert all(out.startswith(CODEX_DENIED) for out in outputs[4:]), run.explain()
-    # The 4th call ran with a warning: a developer message placed right before its output.
-    fourth = run.request_with(4)
-    assert WARNED in _developer_text(fourth), run.explain()
-    assert WARNED not in _developer_text(run.request_with(3)), run.explain()
+    assert all("FAIL: 3 tests failed" in out for out in outputs[:RAN])
+    assert [BLOCKED in out for out in outputs[:BLOCKED_CALL]] == [False] * RAN + [True], (
+        run.explain()
+    )
+    assert all(out.startswith(CODEX_DENIED) for out in outputs[RAN:]), run.explain()
+    # The last-chance call ran with the warning: a developer message right before its output.
+    last_chance = run.request_with(LAST_CHANCE_CALL)
+    assert WARNED in _developer_text(last_chance), run.explain()
+    assert WARNED not in _developer_text(run.request_with(LAST_CHANCE_CALL - 1)), run.explain()
     # Why it was blocked, afterwards: the run is Codex's turn, in loopwarden's run records.
     turn_id = str(run.server.responses[0]["client_metadata"]["turn_id"])
     listed = _loopwarden_runs(tmp_path, "list", "--blocked")
@@ -258,34 +269,38 @@ def test_concurrent_copies_of_the_hook_decide_as_one(
 ) -> None:
     """Codex starts every matching hook of an event at once: with loopwarden configured three
     times, three hook processes see each event together, and the loop is still refused at
-    exactly its 5th call (no call lost or counted twice)."""
+    exactly its 4th call (no call lost or counted twice)."""
     count = tmp_path / "count"
     run = codex_run(RepeatCommand(commands=[failing(count)] * 8), count, [], copies=3)
-    assert run.executions == 4, run.explain()
+    assert run.executions == RAN, run.explain()
     outputs = run.outputs()
-    assert [BLOCKED in out for out in outputs] == [False] * 4 + [True] * 4, run.explain()
-    # The 4th call's warning reaches the model once: the other copies repeat refusals only.
-    warnings = [m for m in messages(run.request_with(4), "developer") if WARNED in m]
+    assert [BLOCKED in out for out in outputs] == [False] * RAN + [True] * (8 - RAN), run.explain()
+    # The last-chance warning reaches the model once: the other copies repeat refusals only.
+    request = run.request_with(LAST_CHANCE_CALL)
+    warnings = [m for m in messages(request, "developer") if WARNED in m]
     assert len(warnings) == 1, run.explain()
 
 
 def test_a_new_turn_does_not_inherit_the_previous_turns_history(
     codex_run: Callable[..., Run], tmp_path: Path
 ) -> None:
-    """A run is one user turn (Codex's turn_id): 4 identical calls in one turn and 4 more after
-    ``codex exec resume`` in the same session all run, where 8 in one turn stop at 4."""
+    """A run is one user turn (Codex's turn_id): 3 identical calls in one turn and 3 more after
+    ``codex exec resume`` in the same session all run, where 6 in one turn stop at 3."""
     count = tmp_path / "count"
-    first = codex_run(RepeatCommand(commands=[failing(count)] * 4), count, [])
-    assert first.executions == 4, first.explain()
-    # The resumed turn's requests hold the first turn's 4 results, so the model goes on at 5.
+    per_turn = LAST_CHANCE_CALL  # as many as one turn may run: the last one is warned
+    first = codex_run(RepeatCommand(commands=[failing(count)] * per_turn), count, [])
+    assert first.executions == per_turn, first.explain()
+    # The resumed turn's requests hold the first turn's results, so the model goes on from there.
+    both = 2 * per_turn
     second = codex_run(
-        RepeatCommand(commands=[failing(count)] * 8), count, [], ["resume", first.thread_id]
+        RepeatCommand(commands=[failing(count)] * both), count, [], ["resume", first.thread_id]
     )
-    assert second.executions == 8, second.explain()
+    assert second.executions == both, second.explain()
     assert CODEX_DENIED not in second.seen_text() and BLOCKED not in second.seen_text()
-    # Each turn's 4th call was warned on its own count (3 earlier calls of that turn).
-    warnings = [m for m in messages(second.request_with(8), "developer") if WARNED in m]
-    assert len(warnings) == 2 and "3 times" in warnings[1], second.explain()
+    # Each turn's last call was warned on its own count (the earlier calls of that turn).
+    warnings = [m for m in messages(second.request_with(both), "developer") if WARNED in m]
+    assert len(warnings) == 2, second.explain()
+    assert f"called Bash {per_turn - 1} times" in warnings[1], second.explain()
 
 
 def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden(
@@ -299,7 +314,7 @@ def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden
     hooks_json = tmp_path / "codex-home" / "hooks.json"
     hooks_json.write_text(json.dumps(users_hooks))
     run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, [])
-    assert run.executions == 4, run.explain()
+    assert run.executions == RAN, run.explain()
     assert len(audit.read_text().splitlines()) == 6  # the refused calls reached it too
     env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home")}
     argv = [shutil.which("loopwarden") or "loopwarden", "hooks", "uninstall", "codex", "--user"]

@@ -30,19 +30,28 @@ from fake_gemini import (
     shell_commands,
 )
 
+from loopwarden.cli.hook_cmd import hook_config
+
 import _support
 
 RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
 
 # What loopwarden's messages say (patterns.py): the tests look for these phrases in what the
 # model saw, not for the whole text, so the wording around them may change.
-BLOCKED = "times in a row with identical arguments and identical results"
+BLOCKED = "so the call was blocked"
 WARNED = "WARNING: You have called run_shell_command"
 # How Gemini CLI 0.61 hands a BeforeTool deny to the model: the call's result is
 # {"error": "Tool execution blocked: <reason>"}.
 DENIED = "Tool execution blocked: "
 # What Gemini CLI prints (stderr) when a hook's {"continue": false} ends the run.
 STOPPED = "Agent execution stopped by hook: "
+
+# Where the installed hook (its default profile) acts on one failing call repeated, counted
+# from 1: the call after `critical` identical results is refused, the one before it runs with
+# the last-chance warning; calls before the refused one run.
+LAST_CHANCE_CALL = hook_config(None, []).consecutive_critical_threshold
+BLOCKED_CALL = LAST_CHANCE_CALL + 1
+RAN = BLOCKED_CALL - 1
 
 
 def output(response: dict[str, Any]) -> str:
@@ -170,24 +179,28 @@ def test_without_loopwarden_the_loop_runs_to_the_end(project: Project, tmp_path:
 
 
 @pytest.mark.parametrize("user", [False, True], ids=["project", "user"])
-def test_failing_command_loop_is_blocked_at_its_fifth_call(
+def test_failing_command_loop_is_blocked_at_its_fourth_call(
     project: Project, tmp_path: Path, user: bool
 ) -> None:
-    """Recommended profile: the 4th call runs with a warning, the 5th is refused with the reason,
-    and the model's next identical call ends the run (Gemini CLI honours a hook's stop).
+    """Recommended profile: the 3rd call runs with the last-chance warning, the 4th is refused
+    with the reason, and the model's next identical call ends the run (Gemini CLI honours a
+    hook's stop).
 
     Installed in the user's settings too, which already hold the run's other settings: the
     install merges into them (else the CLI would not even reach the fake server)."""
     count = tmp_path / "count"
     project.install([], user=user)
     run = project.run(RepeatCommand(failing(count), times=10, final_text="Giving up."), count)
-    assert run.executions == 4, run.explain()
+    assert run.executions == RAN, run.explain()
     results = run.results()
-    assert all("FAIL: 3 tests failed" in output(r) for r in results[:4])
-    # the warning reached the model appended to the 4th call's real result (AfterTool context)
-    assert [WARNED in output(r) for r in results[:4]] == [False, False, False, True]
-    assert len(results) == 5, run.explain()  # the 6th call was answered by ending the run
-    assert output(results[4]).startswith(DENIED) and BLOCKED in output(results[4])
+    assert all("FAIL: 3 tests failed" in output(r) for r in results[:RAN])
+    # the warning reached the model appended to the last-chance call's real result (AfterTool
+    # context)
+    warned = [WARNED in output(r) for r in results[:RAN]]
+    assert warned == [False] * (LAST_CHANCE_CALL - 1) + [True], run.explain()
+    # the call after the refused one was answered by ending the run
+    assert len(results) == BLOCKED_CALL, run.explain()
+    assert output(results[RAN]).startswith(DENIED) and BLOCKED in output(results[RAN])
     assert STOPPED in run.stderr, run.explain()
     # `loopwarden runs` explains it, under the CLI's own session id
     [record] = project.blocked_runs()
@@ -208,19 +221,20 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
 
 
 def test_concurrent_hooks_lose_no_call(project: Project, tmp_path: Path) -> None:
-    """Two identical calls per model response: Gemini CLI runs their BeforeTool hooks (and then
-    their AfterTool hooks) at the same time. The 5th and 6th calls are refused only if none of
-    the first four outcomes was lost between the concurrent hook processes."""
+    """Identical calls in batches as large as the loop may run (3): Gemini CLI runs a batch's
+    BeforeTool hooks (and then its AfterTool hooks) at the same time. The second batch is
+    refused whole only if none of the first batch's outcomes was lost between the concurrent
+    hook processes (with one lost, the loop would be one identical result short of its block,
+    and one more call would run)."""
     count = tmp_path / "count"
     project.install([])
-    run = project.run(RepeatCommand(failing(count), times=8, batch=2), count)
-    assert run.executions == 4, run.explain()
-    # which of the 5th and 6th calls is refused and which ends the run depends on the order
-    # their concurrent hooks took the state lock; neither runs
+    run = project.run(RepeatCommand(failing(count), times=8, batch=RAN), count)
+    assert run.executions == RAN, run.explain()
+    # the first batch's results reached the model; which call of the second batch is refused
+    # and which ends the run depends on the order their hooks took the state lock: none runs
     results = run.results()
-    assert [output(r).startswith(DENIED) for r in results[:4]] == [False] * 4
-    assert all(output(r).startswith(DENIED) for r in results[4:])
-    assert STOPPED in run.stderr, run.explain()
+    assert len(results) == RAN and not any(output(r).startswith(DENIED) for r in results)
+    assert DENIED in run.stderr and STOPPED in run.stderr, run.explain()
 
 
 def test_each_prompt_is_a_new_run(project: Project, tmp_path: Path) -> None:
@@ -228,13 +242,15 @@ def test_each_prompt_is_a_new_run(project: Project, tmp_path: Path) -> None:
     so a resumed session's next turn does not inherit the previous turn's repeats."""
     count = tmp_path / "count"
     project.install([])
-    first = project.run(RepeatCommand(failing(count), times=4), count)
-    assert first.executions == 4, first.explain()
-    second = project.run(RepeatCommand(failing(count), times=4), count, resume=True)
-    assert second.executions == 8, second.explain()
-    # the count starts again: no call refused, the warning comes at this turn's own 4th call
+    per_turn = LAST_CHANCE_CALL  # as many as one turn may run: the last one is warned
+    first = project.run(RepeatCommand(failing(count), times=per_turn), count)
+    assert first.executions == per_turn, first.explain()
+    second = project.run(RepeatCommand(failing(count), times=per_turn), count, resume=True)
+    assert second.executions == 2 * per_turn, second.explain()
+    # the count starts again: no call refused, the warning comes at this turn's own last call
     assert not any(output(r).startswith(DENIED) for r in second.results())
-    assert [WARNED in output(r) for r in second.results()] == [False, False, False, True]
+    warned = [WARNED in output(r) for r in second.results()]
+    assert warned == [False] * (per_turn - 1) + [True], second.explain()
 
 
 def _users_own_hook(project: Project, seen: Path) -> dict[str, Any]:
@@ -256,8 +272,8 @@ def test_install_keeps_the_users_own_hooks(project: Project, tmp_path: Path) -> 
     _users_own_hook(project, seen)
     project.install([])
     run = project.run(RepeatCommand(failing(count), times=6), count)
-    assert run.executions == 4, run.explain()  # loopwarden is active
-    assert _own_hook_calls(seen) == ["AfterTool"] * 4  # and so is the user's
+    assert run.executions == RAN, run.explain()  # loopwarden is active
+    assert _own_hook_calls(seen) == ["AfterTool"] * RAN  # and so is the user's
 
 
 def test_uninstall_gives_back_the_users_settings(project: Project, tmp_path: Path) -> None:
@@ -288,17 +304,25 @@ def test_a_corrupted_state_file_fails_open(project: Project, tmp_path: Path) -> 
 
 def test_next_to_the_clis_own_loop_detection(project: Project, tmp_path: Path) -> None:
     """With Gemini CLI's default settings its own detector drops the model's 5th identical call
-    before any hook sees it (and ends the turn at the next one); loopwarden's warning still
-    reaches the model with the 4th result."""
+    before any hook sees it and ends the turn. loopwarden acts before it: its last-chance
+    warning reaches the model with the 3rd result, and it refuses the 4th call; the CLI's
+    detector then ends the turn before loopwarden's stop."""
+    assert BLOCKED_CALL < 5, "the CLI's own detector would act first"
     count = tmp_path / "count"
     settings = GEMINI_USER_SETTINGS | {"model": {"disableLoopDetection": False}}
     (project.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     project.install([])
     run = project.run(RepeatCommand(failing(count), times=10), count)
-    assert run.executions == 4, run.explain()
+    assert run.executions == RAN, run.explain()
     last = run.server.agent_requests()[-1]
     # all_function_responses: the CLI's feedback is a user message, which starts a new turn
     # for the fake's function_responses
-    assert [WARNED in output(r) for r in all_function_responses(last)] == [False] * 3 + [True]
-    assert not run.saw(BLOCKED)
+    responses = all_function_responses(last)
+    warned = [WARNED in output(r) for r in responses[:RAN]]
+    assert warned == [False] * (LAST_CHANCE_CALL - 1) + [True], run.explain()
+    assert len(responses) == BLOCKED_CALL, run.explain()
+    assert output(responses[RAN]).startswith(DENIED) and BLOCKED in output(responses[RAN])
     assert "Potential loop detected" in json.dumps(last["contents"])
+    # the hook never saw the call the CLI dropped: a block, no stop
+    [record] = project.blocked_runs()
+    assert (record["warnings"], record["blocks"], record["stops"]) == (1, 1, 0)

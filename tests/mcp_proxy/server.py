@@ -60,6 +60,14 @@ def blob(size: int) -> str:
 
 
 @app.tool()
+async def slow_echo(text: str) -> str:
+    """Return the text after a short wait, so that calls sent together overlap in flight."""
+    _count("slow_echo")
+    await anyio.sleep(0.5)
+    return text
+
+
+@app.tool()
 def boom() -> str:
     """Always fail with an exception (the server turns it into an isError result)."""
     _count("boom")

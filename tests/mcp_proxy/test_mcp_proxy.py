@@ -284,6 +284,32 @@ def test_identical_polls_warn_at_thresholds_then_block_without_reaching_the_serv
     assert len({e["session"] for e in events}) == 1
 
 
+def test_record_writes_run_records_that_runs_lists(counter: Path, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    critical = 4
+
+    async def body() -> None:
+        argv = proxy_argv(
+            "--set=warningThreshold=2", f"--set=criticalThreshold={critical}", f"--record={db}"
+        )
+        async with connect(argv, env_for(counter)) as session:
+            for _ in range(critical + 2):
+                await session.call_tool("poll", {"job": "rec-secret"})
+
+    run(body)
+    listed = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "runs", "list", "--db", str(db), "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    runs = json.loads(listed.stdout)
+    runs = runs["runs"] if isinstance(runs, dict) else runs
+    assert len(runs) == 1 and runs[0]["blocks"] == 2 and runs[0]["warnings"] >= 1
+    assert b"rec-secret" not in db.read_bytes()
+
+
 def test_run_id_meta_scopes_detection_per_run(counter: Path) -> None:
     critical = 4
 

@@ -1,4 +1,5 @@
-"""Framework adapters: loop protection for LangChain, the OpenAI Agents SDK and PydanticAI.
+"""Framework adapters: loop protection for LangChain, the OpenAI Agents SDK, PydanticAI, Google ADK
+and the Claude Agent SDK.
 
 Each adapter is an optional extra and lives in its own module, imported only when you ask for it,
 so ``import loopwarden`` never pulls in a framework::
@@ -6,6 +7,8 @@ so ``import loopwarden`` never pulls in a framework::
     from loopwarden.adapters.langchain import LoopGuardMiddleware      # loopwarden[langchain]
     from loopwarden.adapters.openai_agents import guard_agent          # loopwarden[openai-agents]
     from loopwarden.adapters.pydantic_ai import LoopGuardCapability    # loopwarden[pydantic-ai]
+    from loopwarden.adapters.google_adk import LoopGuardPlugin         # loopwarden[google-adk]
+    from loopwarden.adapters.claude_agent_sdk import guard_options  # loopwarden[claude-agent-sdk]
 
 This package itself imports nothing heavy: only the framework-free ``LoopStopped`` error that the
 adapters raise when the guard ends a run.

@@ -225,6 +225,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             call.get("args", {}),
             run_id=run.run_id,
             tool_call_id=call.get("id"),
+            batch=_batch_of(state, call.get("id")),
         )
         return run, decision
 
@@ -248,6 +249,7 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             call.get("args", {}),
             run_id=run.run_id,
             tool_call_id=call.get("id"),
+            batch=_batch_of(request.state, call.get("id")),
             **outcome,
         )
         if after.action == "stop":
@@ -271,6 +273,26 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         if decision.action == "warn" and decision.message:
             return _append_warning(response, call_id, decision.message)
         return response
+
+
+def _batch_of(state: Any, call_id: str | None) -> str | None:
+    """The batch of a tool call: the id of the model message that asked for it.
+
+    ToolNode runs the tool calls of the newest AIMessage, so only that message is read (O(1)).
+    A message without an id is named by its tool-call ids. None when the call is not found
+    (a bare ToolNode fed by hand): the guard then takes calls one at a time.
+    """
+    messages = state.get("messages") if isinstance(state, dict) else None
+    if not messages or call_id is None:
+        return None
+    for message in reversed(messages):
+        if not isinstance(message, AIMessage):
+            continue
+        ids = [tc.get("id") for tc in message.tool_calls]
+        if call_id not in ids:
+            return None
+        return message.id or "calls:" + ",".join(str(i) for i in ids)
+    return None
 
 
 def _thread_id(runtime: Any) -> str | None:

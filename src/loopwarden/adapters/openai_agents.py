@@ -193,6 +193,7 @@ class LoopGuardrails:
             parse_arguments(context.tool_arguments),
             run_id=run.run_id,
             tool_call_id=context.tool_call_id,
+            batch=_batch_of(context),
         )
         if decision.action == "stop":
             run.stopped = run.stopped or decision
@@ -215,6 +216,7 @@ class LoopGuardrails:
             result=data.output,
             run_id=run.run_id,
             tool_call_id=context.tool_call_id,
+            batch=_batch_of(context),
         )
         if after.action == "stop":
             run.stopped = run.stopped or after
@@ -227,6 +229,15 @@ class LoopGuardrails:
         return ToolGuardrailFunctionOutput.reject_content(
             with_warning(output_text(data.output), warning)
         )
+
+
+def _batch_of(context: RunContextWrapper[Any]) -> str:
+    """The batch of a tool call: the model response of the run that asked for it.
+
+    The SDK runs the function tools of one model response concurrently; the run's shared
+    ``Usage`` counts model responses (``requests``) and is updated before their tools run.
+    """
+    return f"response-{context.usage.requests}"
 
 
 def _attach(holder: Any, guardrails: LoopGuardrails) -> None:

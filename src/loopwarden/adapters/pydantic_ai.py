@@ -120,17 +120,24 @@ class LoopGuardCapability(AbstractCapability[Any]):
         run = self._run(ctx)
         self._note_compaction(run, ctx.messages)
         params = call.args_as_dict()
+        # The run step names the model response whose tool calls PydanticAI runs together.
+        batch = f"step-{ctx.run_step}"
         decision = self.guard.before_tool_call(
-            run.session, call.tool_name, params, run_id=run.run_id, tool_call_id=call.tool_call_id
+            run.session,
+            call.tool_name,
+            params,
+            run_id=run.run_id,
+            tool_call_id=call.tool_call_id,
+            batch=batch,
         )
         if decision.action in ("block", "stop"):
             self._refuse(run, call, decision)
         try:
             result = await handler(args)
         except Exception as exc:
-            self._after(run, call, params, error=_error_text(exc))
+            self._after(run, call, params, batch, error=_error_text(exc))
             raise
-        self._after(run, call, params, result=_outcome_value(result))
+        self._after(run, call, params, batch, result=_outcome_value(result))
         if decision.action == "warn" and decision.message:
             return _warned(result, decision.message)
         return result
@@ -158,13 +165,16 @@ class LoopGuardCapability(AbstractCapability[Any]):
         # ToolFailed: the model sees a failed tool result, and the tool's retry budget is kept.
         raise ToolFailed(stop_reason(decision))
 
-    def _after(self, run: RunState, call: ToolCallPart, params: Any, **outcome: Any) -> None:
+    def _after(
+        self, run: RunState, call: ToolCallPart, params: Any, batch: str, **outcome: Any
+    ) -> None:
         after = self.guard.after_tool_call(
             run.session,
             call.tool_name,
             params,
             run_id=run.run_id,
             tool_call_id=call.tool_call_id,
+            batch=batch,
             **outcome,
         )
         if after.action == "stop":

@@ -39,16 +39,20 @@ class Mark:
     count: int
     message: str
 
-    def to_event(self) -> dict[str, Any]:
-        """The JSON ``events[]`` entry (no message, per the report contract)."""
+    def where(self) -> dict[str, Any]:
+        """Where and what, for the JSON report: ``index`` counts from 0, ``call`` from 1 (as the
+        text and HTML reports say "call 13")."""
         return {
             "index": self.index,
+            "call": self.index + 1,
             "tool": self.tool,
-            "level": self.level,
-            "action": self.action,
             "detector": self.detector,
             "count": self.count,
         }
+
+    def to_event(self) -> dict[str, Any]:
+        """The JSON ``events[]`` entry (no message, per the report contract)."""
+        return {**self.where(), "level": self.level, "action": self.action}
 
 
 @dataclass(slots=True)
@@ -67,6 +71,15 @@ class TrajectoryReport:
     # and every call recorded after the run was stopped. Unlike calls_after_first_block, the
     # calls the agent made after a block and the guard let through are not counted: they ran.
     calls_saved: int = 0
+    saved: list[int] = field(default_factory=list)  # the indices of those calls
+    # The cost, where the transcript records it (None: it does not): the tokens of the model
+    # responses that made the calls, and the time from the first call to the last; and of
+    # those, what came after the guard would have stopped the run (what a stop saves).
+    succeeded: bool | None = None  # the run reached its goal (where the transcript says)
+    tokens: int | None = None
+    tokens_saved: int | None = None
+    seconds: float | None = None
+    seconds_saved: float | None = None
 
     @property
     def calls(self) -> int:
@@ -104,43 +117,50 @@ class TrajectoryReport:
         return next((mark for mark in self.marks if mark.action in ("block", "stop")), None)
 
     @property
+    def first_blocked_call(self) -> Mark | None:
+        """The first call the guard refused to run (a block, not a stop)."""
+        return next((mark for mark in self.marks if mark.action == "block"), None)
+
+    @property
+    def stop(self) -> Mark | None:
+        """Where the guard ended the run, if it did."""
+        return next((mark for mark in self.marks if mark.action == "stop"), None)
+
+    @property
     def calls_after_first_block(self) -> int:
         """Calls recorded after the first block or stop: at most what the guard would save."""
         first = self.first_block
         return 0 if first is None else self.calls - first.index - 1
 
     def to_json(self) -> dict[str, Any]:
-        """The trajectory object of the ``--output json`` contract."""
-        warning, block = self.first_warning, self.first_block
+        """The trajectory object of the ``--output json`` contract (docs/analyze-json.md)."""
+        warning = self.first_warning
         return {
             "id": self.id,
             "source": self.source,
             "format": self.format,
+            "succeeded": self.succeeded,
             "calls": self.calls,
             "warnings": self.warnings,
             "blocks": self.blocks,
             "stopped": self.stopped,
-            "first_warning": None
-            if warning is None
-            else {
-                "index": warning.index,
-                "tool": warning.tool,
-                "detector": warning.detector,
-                "count": warning.count,
-            },
-            "first_block": None
-            if block is None
-            else {
-                "index": block.index,
-                "tool": block.tool,
-                "detector": block.detector,
-                "count": block.count,
-                "message": block.message,
-            },
-            "calls_after_first_block": self.calls_after_first_block,
+            "first_warning": None if warning is None else warning.where(),
+            "first_block": _with_message(self.first_blocked_call),
+            "stop": _with_message(self.stop),
+            "calls_after_first_block_or_stop": self.calls_after_first_block,
             "calls_saved": self.calls_saved,
+            "cost": {
+                "tokens": self.tokens,
+                "tokens_saved": self.tokens_saved,
+                "seconds": self.seconds,
+                "seconds_saved": self.seconds_saved,
+            },
             "events": [mark.to_event() for mark in self.events],
         }
+
+
+def _with_message(mark: Mark | None) -> dict[str, Any] | None:
+    return None if mark is None else {**mark.where(), "message": mark.message}
 
 
 class Replayer:
@@ -153,15 +173,19 @@ class Replayer:
     def replay(self, trajectory: Trajectory) -> TrajectoryReport:
         """Replay one trajectory and report what the guard did."""
         self._sessions += 1
-        session = f"replay-{self._sessions}"
+        # The trajectory's id names its session (what `loopwarden runs` lists with --record);
+        # the counter keeps two trajectories with one id apart.
+        session = f"{trajectory.id}#{self._sessions}"
         report = TrajectoryReport(
             id=trajectory.id,
             source=trajectory.source,
             format=trajectory.format,
             orphan_results=trajectory.orphan_results,
+            succeeded=trajectory.succeeded,
         )
         self.guard.start_run(session, RUN_ID)
         stopped = False
+        cost = _Cost()
         for item in trajectory.items:
             if isinstance(item, Compaction):
                 if not stopped:
@@ -169,13 +193,18 @@ class Replayer:
                     self.guard.on_compaction_retry(session, run_id=RUN_ID)
                 continue
             report.tools.append(item.tool)
+            cost.add(item, stopped)
             if stopped:
                 report.timeline.append(NOT_RUN)
                 report.calls_saved += 1
+                report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
             stopped = self._call(session, item, report)
+            if stopped:
+                cost.stopped_at = item.at
         self.guard.end_run(session, RUN_ID)
+        cost.fill(report)
         return report
 
     def _call(self, session: str, call: ToolCall, report: TrajectoryReport) -> bool:
@@ -187,6 +216,7 @@ class Replayer:
         _note(report, index, call.tool, before)
         if before.action in ("block", "stop"):
             report.calls_saved += 1  # this call would not have run
+            report.saved.append(index)
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:
@@ -208,6 +238,35 @@ class Replayer:
         )
         _note(report, index, call.tool, after)
         return after.action == "stop"
+
+
+@dataclass(slots=True)
+class _Cost:
+    """Tokens and times of a trajectory's calls, as the transcript records them."""
+
+    tokens: int | None = None
+    tokens_saved: int | None = None
+    first_at: float | None = None
+    last_at: float | None = None
+    stopped_at: float | None = None
+
+    def add(self, call: ToolCall, after_stop: bool) -> None:
+        if call.tokens is not None:
+            self.tokens = (self.tokens or 0) + call.tokens
+            if after_stop:
+                self.tokens_saved = (self.tokens_saved or 0) + call.tokens
+        if call.at is not None:
+            self.first_at = call.at if self.first_at is None else self.first_at
+            self.last_at = call.at
+
+    def fill(self, report: TrajectoryReport) -> None:
+        report.tokens = self.tokens
+        if self.tokens is not None and self.stopped_at is not None:
+            report.tokens_saved = self.tokens_saved or 0
+        if self.first_at is not None and self.last_at is not None:
+            report.seconds = max(0.0, self.last_at - self.first_at)
+            if self.stopped_at is not None:
+                report.seconds_saved = max(0.0, self.last_at - self.stopped_at)
 
 
 def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -> None:

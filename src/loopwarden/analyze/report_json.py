@@ -1,8 +1,9 @@
 """``--output json`` and ``--output jsonl``: the machine-readable report (a stable contract).
 
-json: ``{"loopwarden", "config", "trajectories": [...], "summary", "notices", "errors",
-"skipped"}``. jsonl: one trajectory object per line, then one line holding ``summary`` (with
-``loopwarden``, ``config``, ``notices``, ``errors`` and ``skipped``).
+json: ``{"schema", "loopwarden", "config", "trajectories": [...], "summary", "notices",
+"errors", "skipped"}``. jsonl: one trajectory object per line, then one line holding ``summary``
+(with ``schema``, ``loopwarden``, ``config``, ``notices``, ``errors`` and ``skipped``). Every
+field is described in docs/analyze-json.md, and docs/analyze-report.schema.json checks them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from loopwarden._terminal import json_printable
 from loopwarden.analyze.replay import TrajectoryReport
 from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
+
+SCHEMA = 2
+"""The version of the report's shape: 2 named blocks and stops apart and counted calls from 1."""
 
 
 def _dumps(value: Any, *, indent: int | None = None) -> str:
@@ -36,6 +40,7 @@ def document(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
     """The whole ``--output json`` document for a single-config analysis."""
     reports = analysis.reports[0]
     return {
+        "schema": SCHEMA,
         "loopwarden": __version__,
         "config": analysis.configs[0].to_camel(),
         "trajectories": [report.to_json() for report in reports],
@@ -64,6 +69,7 @@ class JsonlWriter:
     def finish(self, analysis: Analysis, notices: Sequence[str]) -> None:
         """Write the closing summary line."""
         last = {
+            "schema": SCHEMA,
             "loopwarden": __version__,
             "config": analysis.configs[0].to_camel(),
             "summary": analysis.totals[0].as_dict(),
@@ -94,8 +100,15 @@ def write_sweep(
     if lines:
         for row in rows:
             out.write(_dumps(row) + "\n")
-        out.write(_dumps({"loopwarden": __version__, **_tail(analysis, notices)}) + "\n")
+        out.write(
+            _dumps({"schema": SCHEMA, "loopwarden": __version__, **_tail(analysis, notices)}) + "\n"
+        )
         return
-    payload = {"loopwarden": __version__, "sweep": rows, **_tail(analysis, notices)}
+    payload = {
+        "schema": SCHEMA,
+        "loopwarden": __version__,
+        "sweep": rows,
+        **_tail(analysis, notices),
+    }
     out.write(_dumps(payload, indent=2))
     out.write("\n")

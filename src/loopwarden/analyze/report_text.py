@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from loopwarden._terminal import printable
+from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport
-from loopwarden.analyze.runner import Analysis
+from loopwarden.analyze.runner import Analysis, Totals
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
@@ -36,13 +36,16 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     reports = analysis.reports[0]
     totals = analysis.totals[0].as_dict()
     console.print(
-        f"[bold]loopwarden analyze[/]: {totals['trajectories']} trajectories, "
-        f"{totals['calls']} tool calls, {analysis.files} files",
+        f"[bold]loopwarden analyze[/]: {plural(totals['trajectories'], 'trajectory')}, "
+        f"{plural(totals['calls'], 'tool call')}, {plural(analysis.files, 'file')}",
         soft_wrap=True,
     )
     for notice in notices:
         console.print(_note(notice), soft_wrap=True)
     console.print(_summary_table(totals))
+    cost = cost_sentence(analysis.totals[0])
+    if cost:
+        console.print(cost, soft_wrap=True)
     loops = [report for report in reports if report.events]
     if loops:
         console.print(f"\n[bold]Loops caught[/] ({plural(len(loops), 'trajectory')})")
@@ -65,7 +68,7 @@ def _summary_table(totals: dict[str, int]) -> Table:
         "warned",
         "blocked or stopped",
         "stopped",
-        "calls after first block",
+        "calls after first block or stop",
         "calls saved",
     ):
         table.add_column(header, justify="right")
@@ -76,9 +79,9 @@ def _summary_table(totals: dict[str, int]) -> Table:
                 "trajectories",
                 "calls",
                 "with_warning",
-                "with_block",
+                "with_block_or_stop",
                 "stopped",
-                "calls_after_first_block",
+                "calls_after_first_block_or_stop",
                 "calls_saved",
             )
         )
@@ -86,16 +89,30 @@ def _summary_table(totals: dict[str, int]) -> Table:
     return table
 
 
+def cost_sentence(totals: Totals) -> str:
+    """What the guard would have saved, in tokens and time, where the transcripts record them."""
+    parts = []
+    if totals.tokens is not None:
+        parts.append(f"{totals.tokens_saved or 0:,} of {totals.tokens:,} tokens")
+    if totals.seconds is not None:
+        parts.append(f"{duration(totals.seconds_saved or 0.0)} of {duration(totals.seconds)}")
+    if not parts:
+        return ""
+    return f"After the guard would have stopped the runs: {' and '.join(parts)} recorded."
+
+
+def duration(seconds: float) -> str:
+    """A duration as people read it: 42 s, 3.5 min, 2.1 h."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _note(notice: str) -> Text:
     # Text, not markup: notices quote config paths such as agents.list[2].
     return Text.assemble(("note", "yellow"), f": {printable(notice)}")
-
-
-def plural(count: int, noun: str) -> str:
-    """ "1 call", "2 calls", "3 trajectories"."""
-    if count == 1:
-        return f"1 {noun}"
-    return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
 
 
 def _where(mark: Mark, calls: int) -> str:
@@ -116,18 +133,23 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
             f"{plural(report.warnings, 'warning')} in total"
         )
         console.print(Text.assemble("  ", ("warned", "yellow"), rest), soft_wrap=True)
-    block = report.first_block
-    if block is not None:
-        verb = "stopped the run" if block.action == "stop" else "blocked"
-        rest = (
-            f" at {_where(block, report.calls)}: {printable(block.detector)} ×{block.count}; "
-            f"{plural(report.blocks, 'call')} blocked, "
-            f"{plural(report.calls_after_first_block, 'later call')} recorded, "
-            f"{plural(report.calls_saved, 'call')} saved"
-        )
+    first = report.first_block
+    # The first block and the stop each get their line and their reason: a run that was
+    # blocked and then stopped shows both (the summary counts the stop).
+    for mark in (report.first_blocked_call, report.stop):
+        if mark is None:
+            continue
+        verb = "stopped the run" if mark.action == "stop" else "blocked"
+        rest = f" at {_where(mark, report.calls)}: {printable(mark.detector)} ×{mark.count}"
+        if mark is first:
+            rest += (
+                f"; {plural(report.blocks, 'call')} blocked, "
+                f"{plural(report.calls_after_first_block, 'later call')} recorded, "
+                f"{plural(report.calls_saved, 'call')} saved"
+            )
         console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)
-        console.print(Text(f"  why: {printable(block.message)}", style="dim"), soft_wrap=True)
-    elif warning is not None:
+        console.print(Text(f"  why: {printable(mark.message)}", style="dim"), soft_wrap=True)
+    if first is None and warning is not None:
         console.print(Text(f"  why: {printable(warning.message)}", style="dim"), soft_wrap=True)
 
 
@@ -138,10 +160,10 @@ def _print_problems(console: Console, analysis: Analysis) -> None:
         )
         for line in analysis.skipped:
             console.print(Text(f"  {printable(line)}", style="dim"), soft_wrap=True)
-    if analysis.errors:
-        console.print(f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/]:")
-        for line in analysis.errors:
-            console.print(Text(f"  {printable(line)}"), soft_wrap=True)
+    if analysis.errors:  # each is printed once, on stderr, by the command
+        console.print(
+            f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/] (listed on stderr)"
+        )
 
 
 def write_sweep_text(
@@ -160,19 +182,24 @@ def write_sweep_text(
         "trajectories",
         "warned",
         "blocked or stopped",
-        "first block (median call)",
+        "first block or stop (median call)",
         "calls saved",
     ):
         table.add_column(header, justify="right")
     for variant, config, totals in zip(variants, analysis.configs, analysis.totals, strict=True):
         row = sweep_row(variant, config.to_camel(), totals)
-        totals, first = row["summary"], row["first_block_index"]
+        totals, first = row["summary"], row["first_block_or_stop_call"]
+        cells = []
+        for key, raw in variant.settings:
+            ran = row["effective"][key]
+            clamped = ran is not None and ran != row["settings"][key]
+            cells.append(Text(printable(f"{raw} → runs as {ran}" if clamped else raw)))
         table.add_row(
-            *(Text(printable(value)) for _, value in variant.settings),
+            *cells,
             str(totals["trajectories"]),
             str(totals["with_warning"]),
-            str(totals["with_block"]),
-            "-" if first is None else f"{first['median'] + 1:g}",
+            str(totals["with_block_or_stop"]),
+            "-" if first is None else f"{first['median']:g}",
             str(totals["calls_saved"]),
         )
     console.print(table)

@@ -10,11 +10,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
-from loopwarden.transcripts import NotATranscript, TranscriptError, iter_sources, read_transcripts
+from loopwarden.transcripts import (
+    NotATranscript,
+    Trajectory,
+    TranscriptError,
+    iter_sources,
+    read_transcripts,
+)
+from loopwarden.transcripts._io import READ_WARNINGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,7 @@ class FileResult:
     reports: list[list[TrajectoryReport]] = field(default_factory=list)  # [trajectory][variant]
     error: str | None = None
     skipped: str | None = None
+    warnings: list[str] = field(default_factory=list)  # read, with something left out
 
 
 @dataclass(slots=True)
@@ -47,6 +55,14 @@ class Totals:
     calls_after_first_block: int = 0
     calls_saved: int = 0
     first_block_indices: list[int] = field(default_factory=list)
+    # Runs the transcripts mark as succeeded, and those of them the guard blocked or stopped.
+    succeeded: int = 0
+    succeeded_blocked: int = 0
+    # The cost, summed over the runs whose transcripts record it (None: no run does).
+    tokens: int | None = None
+    tokens_saved: int | None = None
+    seconds: float | None = None
+    seconds_saved: float | None = None
 
     def add(self, report: TrajectoryReport) -> None:
         """Count one trajectory's report."""
@@ -60,18 +76,43 @@ class Totals:
             self.with_block += 1
             self.first_block_indices.append(first.index)
             self.calls_after_first_block += report.calls_after_first_block
+        if report.succeeded:
+            self.succeeded += 1
+            self.succeeded_blocked += first is not None
+        self.tokens = _plus(self.tokens, report.tokens)
+        self.tokens_saved = _plus(self.tokens_saved, report.tokens_saved)
+        self.seconds = _plus(self.seconds, report.seconds)
+        self.seconds_saved = _plus(self.seconds_saved, report.seconds_saved)
 
-    def as_dict(self) -> dict[str, int]:
-        """The ``summary`` object of the JSON contract (plus ``stopped``)."""
+    def as_dict(self) -> dict[str, Any]:
+        """The ``summary`` object of the JSON contract (docs/analyze-json.md)."""
         return {
             "trajectories": self.trajectories,
             "calls": self.calls,
             "with_warning": self.with_warning,
-            "with_block": self.with_block,
+            "with_block_or_stop": self.with_block,
             "stopped": self.stopped,
-            "calls_after_first_block": self.calls_after_first_block,
+            "calls_after_first_block_or_stop": self.calls_after_first_block,
             "calls_saved": self.calls_saved,
+            "succeeded": self.succeeded,
+            "succeeded_with_block_or_stop": self.succeeded_blocked,
+            "cost": {
+                "tokens": self.tokens,
+                "tokens_saved": self.tokens_saved,
+                "seconds": self.seconds,
+                "seconds_saved": self.seconds_saved,
+            },
         }
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _plus(total: _N | None, value: _N | None) -> _N | None:
+    """A sum over the runs that record a cost: None until one does."""
+    if value is None:
+        return total
+    return value if total is None else total + value
 
 
 KeepFilter = Callable[[TrajectoryReport], bool]
@@ -86,6 +127,7 @@ class Analysis:
     reports: list[list[TrajectoryReport]]  # [variant][trajectory], only those kept
     errors: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     files: int = 0
 
     @property
@@ -112,19 +154,24 @@ def collect_sources(paths: Sequence[str]) -> tuple[list[Source], list[str]]:
 
 
 def iter_source(
-    source: Source, fmt: str, configs: Sequence[ResolvedConfig], status: FileResult
+    source: Source,
+    fmt: str,
+    configs: Sequence[ResolvedConfig],
+    status: FileResult,
+    record: str | None = None,
 ) -> Iterator[list[TrajectoryReport]]:
     """Yield each trajectory's reports (one per config) as it is replayed; streams the file.
 
     When the file turns out unreadable part-way, the trajectories already yielded stay analysed
     and ``status.error`` says where it stopped; a non-transcript sets ``status.skipped`` (or an
-    error, when the file was named explicitly).
+    error, when the file was named explicitly). ``record``: a SQLite file that gets a run
+    record for each trajectory (one config only).
     """
-    replayers = [Replayer(LoopGuard(config)) for config in configs]
+    replayers = [Replayer(LoopGuard(config, record_db=record)) for config in configs]
     done = 0
     try:
         with quiet_guard_logs():
-            for trajectory in read_transcripts(Path(source.path), fmt):
+            for trajectory in _read(Path(source.path), fmt, status.warnings):
                 yield [replayer.replay(trajectory) for replayer in replayers]
                 done += 1
     except NotATranscript as exc:
@@ -139,6 +186,28 @@ def iter_source(
             f"{source.path}: unexpected {type(exc).__name__} while analysing: {exc}"
             f"{_partial(done)}; please report this with the file's format"
         )
+    finally:
+        for replayer in replayers:
+            if replayer.guard.recorder is not None:
+                replayer.guard.recorder.close()
+
+
+def _read(path: Path, fmt: str, warnings: list[str]) -> Iterator[Trajectory]:
+    """The file's trajectories; what the reader skips without failing goes to ``warnings``.
+
+    The collector is set only while the reader runs, not while the caller holds a trajectory:
+    another file's reader may run in between (the reports are consumed lazily).
+    """
+    trajectories = read_transcripts(path, fmt)
+    while True:
+        token = READ_WARNINGS.set(warnings)
+        try:
+            trajectory = next(trajectories, None)
+        finally:
+            READ_WARNINGS.reset(token)
+        if trajectory is None:
+            return
+        yield trajectory
 
 
 def _partial(done: int) -> str:
@@ -147,14 +216,16 @@ def _partial(done: int) -> str:
     return f" (analysis of this file stopped there; the {done} trajectories before it are included)"
 
 
-def analyze_source(source: Source, fmt: str, configs: Sequence[ResolvedConfig]) -> FileResult:
+def analyze_source(
+    source: Source, fmt: str, configs: Sequence[ResolvedConfig], record: str | None = None
+) -> FileResult:
     """Import one source and replay each trajectory under every config (a worker's job)."""
     result = FileResult(source=source.path)
-    result.reports = list(iter_source(source, fmt, configs, result))
+    result.reports = list(iter_source(source, fmt, configs, result, record))
     return result
 
 
-def _analyze_star(task: tuple[Source, str, Sequence[ResolvedConfig]]) -> FileResult:
+def _analyze_star(task: tuple[Source, str, Sequence[ResolvedConfig], str | None]) -> FileResult:
     return analyze_source(*task)
 
 
@@ -167,18 +238,20 @@ def run_analysis(
     keep: KeepFilter | None = None,
     on_trajectory: Callable[[list[TrajectoryReport]], Any] | None = None,
     on_file: Callable[[FileResult], Any] | None = None,
+    record: str | None = None,
 ) -> Analysis:
     """Analyse every source in order; the same calls and results whatever ``jobs`` is.
 
     ``keep`` picks the reports kept in memory (all by default); ``on_trajectory`` sees every
-    trajectory's reports as they come (for streamed output), ``on_file`` each finished file.
+    trajectory's reports as they come (for streamed output), ``on_file`` each finished file;
+    ``record`` names a SQLite file that gets one run record per trajectory.
     """
     analysis = Analysis(
         configs=list(configs),
         totals=[Totals() for _ in configs],
         reports=[[] for _ in configs],
     )
-    for status, per_trajectory in _results(sources, fmt, configs, jobs):
+    for status, per_trajectory in _results(sources, fmt, configs, jobs, record):
         for variants in per_trajectory:
             for variant, report in enumerate(variants):
                 analysis.totals[variant].add(report)
@@ -191,13 +264,18 @@ def run_analysis(
             analysis.errors.append(status.error)
         if status.skipped is not None:
             analysis.skipped.append(status.skipped)
+        analysis.warnings.extend(status.warnings)
         if on_file is not None:
             on_file(status)
     return analysis
 
 
 def _results(
-    sources: Sequence[Source], fmt: str, configs: Sequence[ResolvedConfig], jobs: int
+    sources: Sequence[Source],
+    fmt: str,
+    configs: Sequence[ResolvedConfig],
+    jobs: int,
+    record: str | None,
 ) -> Iterator[tuple[FileResult, Iterable[list[TrajectoryReport]]]]:
     """Per source: its status and its per-trajectory reports (a live stream when in-process).
 
@@ -206,9 +284,9 @@ def _results(
     if jobs <= 1 or len(sources) <= 1:
         for source in sources:
             status = FileResult(source=source.path)
-            yield status, iter_source(source, fmt, configs, status)
+            yield status, iter_source(source, fmt, configs, status, record)
         return
-    tasks = [(source, fmt, configs) for source in sources]
+    tasks = [(source, fmt, configs, record) for source in sources]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         # map() yields in submission order, whatever order the workers finish in.
         chunks = max(1, len(tasks) // (jobs * 8))

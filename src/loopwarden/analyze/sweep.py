@@ -47,18 +47,31 @@ def parse_sweeps(specs: Sequence[str]) -> list[Variant]:
     return variants
 
 
+def effective_value(config: dict[str, Any], key: str) -> Any:
+    """The value a (dotted) key has in the resolved config (what actually ran), or None."""
+    value: Any = config
+    for part in key.removeprefix("tools.loopDetection.").split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def sweep_row(variant: Variant, config: dict[str, Any], totals: Totals) -> dict[str, Any]:
-    """One row: the variant's settings, its summary and where the first blocks fall."""
+    """One row: the variant's settings as asked and as they ran (clamping can change them:
+    ``criticalThreshold`` 5 under a ``warningThreshold`` of 10 runs as 11), its summary and
+    where the first blocks fall."""
     positions = totals.first_block_indices
+    asked = {key: parse_override(f"{key}={raw}")[1] for key, raw in variant.settings}
     return {
-        "settings": {key: parse_override(f"{key}={raw}")[1] for key, raw in variant.settings},
+        "settings": asked,
+        "effective": {key: effective_value(config, key) for key in asked},
         "config": config,
         "summary": totals.as_dict(),
-        "first_block_index": None
+        # The call (counting from 1) of each trajectory's first block or stop.
+        "first_block_or_stop_call": None
         if not positions
         else {
-            "min": min(positions),
-            "median": statistics.median(positions),
-            "max": max(positions),
+            "min": min(positions) + 1,
+            "median": statistics.median(positions) + 1,
+            "max": max(positions) + 1,
         },
     }

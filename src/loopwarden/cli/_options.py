@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from loopwarden._terminal import printable
@@ -32,6 +33,19 @@ def add_config_options(parser: argparse.ArgumentParser, *, agent: bool = True) -
         dest="overrides",
         help="override one tools.loopDetection key, e.g. criticalThreshold=5 or "
         "detectors.pingPong=false (repeatable)",
+    )
+
+
+def add_output_option(
+    parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")
+) -> None:
+    """``--output FORMAT``, the one way every command picks its output format."""
+    parser.add_argument(
+        "--output",
+        choices=choices,
+        default=choices[0],
+        metavar="FORMAT",
+        help=f"output format: {', '.join(choices)} (default: {choices[0]})",
     )
 
 
@@ -88,8 +102,11 @@ def apply_overrides(block: dict[str, Any], overrides: list[str]) -> dict[str, An
     return merged
 
 
-def config_block_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
-    """The effective (unresolved) block from ``--config``/``--agent``/``--set``, with notices."""
+def config_block_from_args(
+    args: argparse.Namespace, swept: Sequence[str] = ()
+) -> tuple[dict[str, Any], list[str]]:
+    """The effective (unresolved) block from ``--config``/``--agent``/``--set``, with notices;
+    ``swept`` are one ``--sweep`` variant's settings, applied last (errors name ``--sweep``)."""
     notices: list[str] = []
     block: dict[str, Any] = {}
     if args.config:
@@ -104,25 +121,27 @@ def config_block_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], li
         block = loaded.block(args.agent)
     elif args.agent:
         raise ConfigError(["--agent needs --config FILE (the file that lists the agents)"])
-    if args.overrides:
-        block = apply_overrides(block, args.overrides)
-        validated = validate_config(block, source="--set", whole=False)
-        notices.extend(n for n in validated.notices if "no tools.loopDetection" not in n)
+    for source, overrides in (("--set", args.overrides), ("--sweep", list(swept))):
+        if overrides:
+            block = apply_overrides(block, overrides)
+            validated = validate_config(block, source=source, whole=False)
+            notices.extend(n for n in validated.notices if "no tools.loopDetection" not in n)
     return block, notices
 
 
 def config_from_args(
-    args: argparse.Namespace, *, default_enabled: bool | None
+    args: argparse.Namespace, *, default_enabled: bool | None, swept: Sequence[str] = ()
 ) -> tuple[ResolvedConfig, list[str]]:
     """Resolve the config the options describe; ``default_enabled`` fills an absent ``enabled``.
 
-    Raises :class:`ConfigError` with a clear message for a bad file, agent or ``--set``.
+    Raises :class:`ConfigError` with a clear message for a bad file, agent, ``--set`` or
+    ``--sweep`` value.
     """
-    block, notices = config_block_from_args(args)
+    block, notices = config_block_from_args(args, swept)
     if "enabled" not in with_profile_defaults(block) and default_enabled is not None:
         block["enabled"] = default_enabled
         value = str(default_enabled).lower()
-        if args.config or args.overrides:
+        if args.config or args.overrides or swept:
             notices.append(f"the config does not set 'enabled': using enabled={value}")
         else:
             notices.append(f"no config given: using the defaults with enabled={value}")

@@ -19,8 +19,13 @@ from rich.console import Console
 from rich.text import Text
 
 from loopwarden import ConfigError, ResolvedConfig
-from loopwarden._terminal import printable
-from loopwarden.cli._options import add_config_options, config_from_args, error_text
+from loopwarden._terminal import plural, printable
+from loopwarden.cli._options import (
+    add_config_options,
+    add_output_option,
+    config_from_args,
+    error_text,
+)
 
 if TYPE_CHECKING:
     from loopwarden.analyze.replay import TrajectoryReport
@@ -48,17 +53,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto)"
     )
     add_config_options(parser)
-    parser.add_argument("--output", choices=OUTPUTS, default="text", help="report format")
+    add_output_option(parser, OUTPUTS)
     parser.add_argument("--out", metavar="FILE", help="write the report to FILE, not stdout")
     parser.add_argument(
         "--sweep",
         metavar="KEY=V1,V2,...",
         action="append",
         default=[],
-        help="replay once per value (several --sweep are crossed); one summary row per variant",
+        help="replay once per value (several --sweep are crossed); one summary row per "
+        "variant in every output format, and with --output html a plot of what each variant "
+        "saves against what it blocks",
     )
     parser.add_argument(
         "--jobs", type=_jobs, default=1, metavar="N", help="worker processes (default 1)"
+    )
+    parser.add_argument(
+        "--record",
+        metavar="DB",
+        help="also write a run record of every trajectory to the SQLite file DB (read them "
+        "with `loopwarden runs list --db DB`); not with --sweep",
     )
     parser.set_defaults(handler=run)
 
@@ -81,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
-    if args.sweep and args.output == "html":
-        err.print(_error("--sweep reports are text, json or jsonl, not html"))
+    if args.sweep and args.record:
+        err.print(_error("--record records the runs of one config: drop --sweep or --record"))
         return 2
     try:
         variants = parse_sweeps(args.sweep)
@@ -108,15 +121,51 @@ def run(args: argparse.Namespace) -> int:
             )
     except BrokenPipeError:
         raise  # stdout's reader went away: the entry point ends quietly
+    except _NothingToAnalyse as nothing:
+        for line in nothing.analysis.errors:
+            err.print(_error(line), soft_wrap=True)
+        err.print(_error(_nothing_text(args.paths, nothing.analysis)), soft_wrap=True)
+        return 2
     except OSError as exc:
         where = args.out if args.out is not None else "the report"
         err.print(_error(f"cannot write {where}: {exc.strerror or exc}"), soft_wrap=True)
         return 2
+    for line in analysis.warnings:
+        err.print(Text.assemble(("warning", "yellow"), f": {printable(line)}"), soft_wrap=True)
     for line in analysis.errors:
         err.print(_error(line), soft_wrap=True)
-    if analysis.errors:
-        return 2
-    return 1 if analysis.any_block else 0
+    code = 2 if analysis.errors else 1 if analysis.any_block else 0
+    if args.out is not None:
+        err.print(_written(args.out, args.output, analysis, code), soft_wrap=True)
+    return code
+
+
+class _NothingToAnalyse(Exception):
+    """No trajectory came out of the inputs: no report is written (the --out file is kept)."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        super().__init__("nothing to analyse")
+        self.analysis = analysis
+
+
+def _nothing_text(paths: Sequence[str], analysis: Analysis) -> str:
+    named = ", ".join(printable(path) for path in paths)
+    why = f"{len(analysis.skipped)} not a transcript" if analysis.skipped else "no transcript"
+    return (
+        f"nothing to analyse in {named} ({plural(analysis.files, 'file')} read, {why}); "
+        "see `loopwarden analyze --help` for the formats, or pass --format"
+    )
+
+
+def _written(path: str, output: str, analysis: Analysis, code: int) -> Text:
+    """Where the report went, and what the exit code says (a 1 is a finding, not a failure)."""
+    meaning = {
+        0: "exit 0: nothing would have been blocked",
+        1: "exit 1: the guard would have blocked calls or stopped runs in "
+        + plural(max(t.with_block for t in analysis.totals), "trajectory"),
+        2: "exit 2: some input could not be analysed (errors above)",
+    }[code]
+    return Text(f"wrote the {output} report to {printable(path)}; {meaning}")
 
 
 def _error(message: str, *, escaped: bool = False) -> Text:
@@ -174,12 +223,17 @@ def _analyze_and_write(
             keep=keep,
             on_trajectory=writer.trajectory if writer else None,
             on_file=advance,
+            record=args.record,
         )
     analysis.errors[:0] = input_errors
+    if not any(totals.trajectories for totals in analysis.totals):
+        raise _NothingToAnalyse(analysis)
     if writer is not None:
         writer.finish(analysis, notices)
     elif args.sweep and args.output == "text":
         report_text.write_sweep_text(analysis, variants, notices, out)
+    elif args.sweep and args.output == "html":
+        report_html.write_sweep_html(analysis, variants, notices, out)
     elif args.sweep:
         report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
     else:
@@ -211,9 +265,7 @@ def _configs(
     configs: list[ResolvedConfig] = []
     notices: list[str] = []
     for overrides in variant_overrides:
-        variant_args = argparse.Namespace(**vars(args))
-        variant_args.overrides = [*args.overrides, *overrides]
-        config, found = config_from_args(variant_args, default_enabled=True)
+        config, found = config_from_args(args, default_enabled=True, swept=overrides)
         configs.append(config)
         notices.extend(notice for notice in found if notice not in notices)
     return configs, notices

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from loopwarden._terminal import printable
-from loopwarden.cli._options import error_text
+from loopwarden.cli._options import add_output_option, error_text
 from loopwarden.config import ConfigError, load_config
 
 
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     check.add_argument("file", metavar="FILE", help="an OpenClaw config file (JSON5 or JSON)")
     check.add_argument("--agent", metavar="ID", help="show the effective config of this agent")
-    check.add_argument("--output", choices=("text", "json"), default="text")
+    add_output_option(check)
     check.set_defaults(handler=run_check)
 
 

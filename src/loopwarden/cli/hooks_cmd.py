@@ -104,7 +104,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--project", metavar="DIR", type=Path, help="the project to check (default: .)"
     )
     status.add_argument(
-        "--output", choices=("text", "json"), default="text", help="the report's format"
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        metavar="FORMAT",
+        help="output format: text, json (default: text)",
     )
     status.set_defaults(handler=_status)
 

@@ -44,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--events", metavar="FILE", type=Path, help="append every loop event as a JSON line"
     )
+    parser.add_argument(
+        "--record",
+        metavar="DB",
+        type=Path,
+        help="write run records (loop events, run starts and ends) to the SQLite file DB; "
+        "read them with `loopwarden runs list --db DB`",
+    )
     parser.add_argument("--url", metavar="URL", help="a streamable-HTTP MCP server to wrap")
     parser.add_argument(
         "--header",
@@ -188,9 +195,12 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
         call_timeout=args.call_timeout or None,
         events_path=args.events,
     )
-    guard = LoopGuard(config, agent_id=args.agent)
+    guard = LoopGuard(config, agent_id=args.agent, record_db=args.record)
     try:
         code = run(guard, options)
     except OSError as exc:  # the events file could not be opened
         return _fail(str(exc))
+    finally:
+        if guard.recorder is not None:
+            guard.recorder.close()  # what is still buffered reaches the file
     return code

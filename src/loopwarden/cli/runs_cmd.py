@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden._terminal import printable
+from loopwarden.cli._options import add_output_option
 from loopwarden.records import (
     RecordsError,
     RunSummary,
@@ -54,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.add_argument(
         "--limit", type=int, default=100, metavar="N", help="newest N runs (default 100)"
     )
-    listing.add_argument("--output", choices=("text", "json"), default="text")
+    add_output_option(listing)
     _add_db_option(listing)
     listing.set_defaults(handler=run_list)
     show = actions.add_parser(
@@ -65,7 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--session", metavar="S", help="only the run of this session")
-    show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_output_option(show)
+    # The old spelling, kept working but no longer shown: --output json is the convention.
+    show.add_argument(
+        "--json", action="store_const", const="json", dest="output", help=argparse.SUPPRESS
+    )
     _add_db_option(show)
     show.set_defaults(handler=run_show)
 
@@ -197,7 +202,7 @@ def run_show(args: argparse.Namespace) -> int:
             f"no recorded run {args.run_id!r}{where}; 'loopwarden runs list' shows the "
             "recorded runs (use #N for a run without a run id)"
         )
-    if args.json:
+    if args.output == "json":
         payload: list[dict[str, Any]] = []
         for run in runs:
             item = run.to_dict()

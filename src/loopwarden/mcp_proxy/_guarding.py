@@ -78,7 +78,7 @@ class CallGuard:
             self._batches += 1
         batch = f"{self.session}-{self._batches}"
         decision = self.guard.before_tool_call(
-            self.session, str(name), args, run_id=run, tool_call_id=call_id
+            self.session, str(name), args, run_id=run, tool_call_id=call_id, batch=batch
         )
         warning = decision.message if decision.action == "warn" else None
         call = ToolCall(call_id, str(name), args, run, batch, warning, "task" in params)
@@ -97,6 +97,7 @@ class CallGuard:
             error=error,
             run_id=call.run,
             tool_call_id=call.call_id,
+            batch=call.batch,
         )
         notes = [call.warning] if call.warning else []
         if after.action == "stop" and after.message:

@@ -14,6 +14,12 @@ wrote first, the script answers with the current state instead and ``fn`` runs a
 every decision is computed on the state it commits, and N workers give exactly the verdicts one
 process gives for the same interleaved sequence of calls.
 
+:class:`AsyncRedisStore` is the same store on ``redis.asyncio`` for code on an event loop
+(``LoopGuard``'s ``a*`` methods): the same Lua scripts, keys and JSON, so sync and async
+workers share one Redis and one history per session. Both run one update as the same
+sans-I/O plan (:meth:`_RedisCore._update_plan`, a generator that yields each script call it
+needs and receives the reply), driven by a blocking client or awaited on an async one.
+
 When Redis cannot be reached the store raises :class:`StoreUnavailableError` carrying the
 ``on_store_error`` policy (``"allow"`` by default); socket timeouts bound every attempt, and
 messages never contain credentials.
@@ -27,12 +33,13 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from loopwarden._lazylog import quiet_unless_configured
 from loopwarden.history import ToolCallRecord
 from loopwarden.store import (
     GuardSession,
@@ -44,6 +51,7 @@ from loopwarden.store import (
 from loopwarden.stores import OnStoreError, StoreUnavailableError, check_on_store_error
 
 logger = logging.getLogger("loopwarden.stores.redis")
+quiet_unless_configured()
 
 _T = TypeVar("_T")
 
@@ -161,17 +169,13 @@ def _plan_history(old: Sequence[str], new: Sequence[str]) -> _Plan:
     return best
 
 
-class RedisStore:
-    """Guard sessions in Redis, shared by every worker that uses the same URL and prefix.
+# A script call an update needs: (0 = update script, 1 = read script, keys, args).
+_Request = tuple[int, tuple[str, str], list[Any]]
 
-    ``url``: ``redis://[user:password@]host:port/db``, ``rediss://`` (TLS), ``unix://path``,
-    ``redis+cluster://host:port`` (Redis Cluster), or
-    ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (Sentinel; the
-    credentials are the data nodes', ``?sentinel_password=`` the sentinels'). Or pass a ready
-    redis-py ``client``. ``session_ttl``: idle sessions expire after this many seconds (None:
-    never). ``timeout``: socket connect/read timeout of each attempt, in seconds.
-    ``on_store_error``: ``"allow"`` or ``"block"`` when Redis cannot be reached.
-    """
+
+class _RedisCore:
+    """What the sync and async Redis stores share: options, keys, the local cache, the JSON
+    encoding and the update as a plan of script calls; everything but the client."""
 
     def __init__(
         self,
@@ -185,8 +189,9 @@ class RedisStore:
         max_attempts: int = 100,
         cache_size: int = 1024,
     ) -> None:
+        name = type(self).__name__
         if (url is None) == (client is None):
-            raise ValueError("RedisStore needs exactly one of url= (a redis:// URL) or client=")
+            raise ValueError(f"{name} needs exactly one of url= (a redis:// URL) or client=")
         if session_ttl is not None and session_ttl <= 0:
             raise ValueError(f"session_ttl must be positive seconds or None, got {session_ttl}")
         if timeout <= 0:
@@ -211,11 +216,12 @@ class RedisStore:
         # session -> (last committed state, its live object or None while a caller holds it)
         self._cache: OrderedDict[str, tuple[_Entry, GuardSession | None]] = OrderedDict()
         self._json_memo: dict[tuple[Any, ...], str] = {}
+        # Guards the cache for O(1) dict operations only, never across I/O.
         self._lock = threading.Lock()
         self._failing = False
 
     def __repr__(self) -> str:
-        return f"RedisStore({self._where!r}, prefix={self.prefix!r})"
+        return f"{type(self).__name__}({self._where!r}, prefix={self.prefix!r})"
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -224,15 +230,27 @@ class RedisStore:
         base = f"{self.prefix}:{{{_encode_key(session)}}}"
         return f"{base}:h", f"{base}:m"
 
-    # -- the SessionStore protocol -----------------------------------------------------------
+    def clear_cache(self) -> None:
+        """Forget the local copies (the next update reads from Redis)."""
+        with self._lock:
+            self._cache.clear()
 
-    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
-        """Apply ``fn`` to the session atomically across all workers (``fn`` may run again)."""
+    # -- one update, as the script calls it needs --------------------------------------------
+
+    def _update_plan(
+        self, key: str, fn: Callable[[GuardSession], _T]
+    ) -> Generator[_Request, Any, _T]:
+        """One optimistic update: yields each script call, receives its reply, returns fn's.
+
+        ``fn`` runs on the cached (or freshly read) session; the update script commits the
+        difference if the version token is still the one read, else answers with the
+        current state and ``fn`` runs again on it.
+        """
         keys = self.keys_for(key)
         entry, session = self._take(key)
         for _ in range(self._max_attempts):
             if entry is None:
-                entry = self._read(keys)
+                entry = _entry_of((yield (1, keys, [])))
             if session is None:
                 session = self._restore(key, entry)
             result = fn(session)
@@ -244,12 +262,12 @@ class RedisStore:
             for index, record in plan.sets:
                 args += [index, record]
             args += plan.appends
-            reply = self._call(partial(self._run_script, 0, keys, args))
+            reply = yield (0, keys, args)
             if int(reply[0]) == 1:
                 self._keep(key, _Entry(token, meta, history), session)
                 return result
             # Another worker wrote first: run fn again on the state it left.
-            entry = _Entry(_text(reply[1]), _text(reply[2]), tuple(_text(r) for r in reply[3]))
+            entry = _entry_of(reply[1:])
             session = None
         raise StoreUnavailableError(
             f"Redis store at {self._where}: session {key!r} kept changing under "
@@ -257,28 +275,9 @@ class RedisStore:
             policy=self.on_store_error,
         )
 
-    def peek(self, key: str) -> GuardSession | None:
-        """A read-only copy of the session as stored now, or None when there is none."""
-        entry = self._read(self.keys_for(key))
+    def _peeked(self, key: str, reply: Any) -> GuardSession | None:
+        entry = _entry_of(reply)
         return None if not entry.token else self._restore(key, entry)
-
-    def __len__(self) -> int:
-        """How many sessions are stored under this prefix (a SCAN; for diagnostics)."""
-        pattern = f"{_glob_escape(self.prefix)}:{{*}}:m"
-        return self._call(lambda: sum(1 for _ in self._client().scan_iter(match=pattern)))
-
-    def clear_cache(self) -> None:
-        """Forget the local copies (the next update reads from Redis)."""
-        with self._lock:
-            self._cache.clear()
-
-    def close(self) -> None:
-        """Close the connections (the store reconnects if used again)."""
-        client = self._client_obj
-        if client is not None and self._url is not None:
-            client.close()
-            self._client_obj = None
-            self._scripts = None
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -289,7 +288,7 @@ class RedisStore:
         """The last committed state of a session, if cached, and its live object.
 
         The live object is handed to one caller at a time (taken out of the cache), so two
-        threads never run ``fn`` on the same object; the other one restores a copy.
+        threads (or tasks) never run ``fn`` on the same object; the other one restores a copy.
         """
         with self._lock:
             cached = self._cache.get(key)
@@ -328,10 +327,6 @@ class RedisStore:
             text = self._json_memo[key] = _dumps(data)
         return text
 
-    def _read(self, keys: tuple[str, str]) -> _Entry:
-        reply = self._call(partial(self._run_script, 1, keys, []))
-        return _Entry(_text(reply[0]), _text(reply[1]), tuple(_text(r) for r in reply[2]))
-
     def _restore(self, key: str, entry: _Entry) -> GuardSession:
         if not entry.meta:
             session = GuardSession(key)
@@ -343,18 +338,93 @@ class RedisStore:
         data["history"] = [json.loads(record) for record in entry.history]
         return restore_session(data)
 
+    def _bad_url(self, exc: Exception) -> StoreUnavailableError:
+        # redis-py's URL errors quote the text they could not parse, which can be the
+        # password: report a store failure with the text scrubbed, never a traceback.
+        return StoreUnavailableError(
+            self._scrub(f"Redis store at {self._where}: bad URL: {exc}"),
+            policy=self.on_store_error,
+        )
+
+    def _failure(self, exc: Exception) -> StoreUnavailableError:
+        """A Redis failure as a credential-free StoreUnavailableError (logged once per outage)."""
+        message = self._scrub(f"Redis store at {self._where}: {type(exc).__name__}: {exc}")
+        if not self._failing:
+            self._failing = True
+            logger.error(
+                "%s (on_store_error=%s; further failures are logged by the guard)",
+                message,
+                self.on_store_error,
+            )
+        return StoreUnavailableError(message, policy=self.on_store_error)
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            logger.warning("Redis store at %s is reachable again", self._where)
+
+    def _scrub(self, text: str) -> str:
+        text = redact_url(text)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+class RedisStore(_RedisCore):
+    """Guard sessions in Redis, shared by every worker that uses the same URL and prefix.
+
+    ``url``: ``redis://[user:password@]host:port/db``, ``rediss://`` (TLS), ``unix://path``,
+    ``redis+cluster://host:port`` (Redis Cluster), or
+    ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (Sentinel; the
+    credentials are the data nodes', ``?sentinel_password=`` the sentinels'). Or pass a ready
+    redis-py ``client``. ``session_ttl``: idle sessions expire after this many seconds (None:
+    never). ``timeout``: socket connect/read timeout of each attempt, in seconds.
+    ``on_store_error``: ``"allow"`` or ``"block"`` when Redis cannot be reached.
+
+    Every call is a blocking round trip; on an event loop use :class:`AsyncRedisStore`
+    (same keys and scripts: both may serve one Redis at once).
+    """
+
+    # -- the SessionStore protocol -----------------------------------------------------------
+
+    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """Apply ``fn`` to the session atomically across all workers (``fn`` may run again)."""
+        plan = self._update_plan(key, fn)
+        reply: Any = None
+        try:
+            while True:
+                request = plan.send(reply)
+                reply = self._call(partial(self._run_script, *request))
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+
+    def peek(self, key: str) -> GuardSession | None:
+        """A read-only copy of the session as stored now, or None when there is none."""
+        return self._peeked(key, self._call(partial(self._run_script, 1, self.keys_for(key), [])))
+
+    def __len__(self) -> int:
+        """How many sessions are stored under this prefix (a SCAN; for diagnostics)."""
+        pattern = f"{_glob_escape(self.prefix)}:{{*}}:m"
+        return self._call(lambda: sum(1 for _ in self._client().scan_iter(match=pattern)))
+
+    def close(self) -> None:
+        """Close the connections (the store reconnects if used again)."""
+        client = self._client_obj
+        if client is not None and self._url is not None:
+            client.close()
+            self._client_obj = None
+            self._scripts = None
+
+    # -- internals ---------------------------------------------------------------------------
+
     def _client(self) -> Any:
         if self._client_obj is None:
             assert self._url is not None
             try:
                 self._client_obj = _connect(self._url, self.timeout)
             except (ValueError, TypeError) as exc:
-                # redis-py's URL errors quote the text they could not parse, which can be the
-                # password: report a store failure with the text scrubbed, never a traceback.
-                raise StoreUnavailableError(
-                    self._scrub(f"Redis store at {self._where}: bad URL: {exc}"),
-                    policy=self.on_store_error,
-                ) from None
+                raise self._bad_url(exc) from None
         return self._client_obj
 
     def _run_script(self, which: int, keys: tuple[str, str], args: list[Any]) -> Any:
@@ -374,25 +444,131 @@ class RedisStore:
         except Exception as exc:
             if not _is_redis_failure(exc):
                 raise
-            message = self._scrub(f"Redis store at {self._where}: {type(exc).__name__}: {exc}")
-            if not self._failing:
-                self._failing = True
-                logger.error(
-                    "%s (on_store_error=%s; further failures are logged by the guard)",
-                    message,
-                    self.on_store_error,
-                )
-            raise StoreUnavailableError(message, policy=self.on_store_error) from None
-        if self._failing:
-            self._failing = False
-            logger.warning("Redis store at %s is reachable again", self._where)
+            raise self._failure(exc) from None
+        self._recovered()
         return result
 
-    def _scrub(self, text: str) -> str:
-        text = redact_url(text)
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+
+class AsyncRedisStore(_RedisCore):
+    """:class:`RedisStore` on ``redis.asyncio``: no call blocks the event loop.
+
+    The same options, keys, Lua scripts and JSON as :class:`RedisStore`, so sync and async
+    workers can share one Redis (and one history per session). Give it to ``LoopGuard`` and
+    call the guard's async methods (``abefore_tool_call`` ...); its sync methods refuse an
+    async-only store. ``client``: a ready ``redis.asyncio`` client (you own it and close it).
+    Built from a URL, the store keeps one client per event loop (a ``redis.asyncio``
+    connection belongs to the loop that opened it); ``await store.aclose()`` closes it.
+
+    Tasks of one loop updating the same session take turns (an ``asyncio.Lock`` per session
+    in use): only other workers' writes can conflict, so a burst of concurrent calls in one
+    session (a model turn's parallel tool calls) costs no retries and starves no task.
+    """
+
+    def __init__(self, url: str | None = None, **options: Any) -> None:
+        super().__init__(url, **options)
+        self._client_loop: Any = None
+        # session -> (its lock, tasks using it); the locks of the loop in _locks_loop only.
+        self._session_locks: dict[str, list[Any]] = {}
+        self._locks_loop: Any = None
+
+    # -- the AsyncSessionStore protocol ------------------------------------------------------
+
+    async def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """Apply ``fn`` to the session atomically across all workers (``fn`` may run again)."""
+        entry = self._session_lock(key)
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                return await self._aupdate(key, fn)
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0 and self._session_locks.get(key) is entry:
+                del self._session_locks[key]
+
+    async def _aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        plan = self._update_plan(key, fn)
+        reply: Any = None
+        try:
+            while True:
+                request = plan.send(reply)
+                reply = await self._acall(self._arun_script(*request))
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+
+    def _session_lock(self, key: str) -> list[Any]:
+        """[asyncio.Lock, users] of a session on the running loop (created on first use)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._locks_loop is not loop:  # locks of a finished loop are of no use here
+            self._session_locks, self._locks_loop = {}, loop
+        entry = self._session_locks.get(key)
+        if entry is None:
+            entry = self._session_locks[key] = [asyncio.Lock(), 0]
+        return entry
+
+    async def apeek(self, key: str) -> GuardSession | None:
+        """A read-only copy of the session as stored now, or None when there is none."""
+        return self._peeked(key, await self._acall(self._arun_script(1, self.keys_for(key), [])))
+
+    async def alen(self) -> int:
+        """How many sessions are stored under this prefix (a SCAN; for diagnostics)."""
+        pattern = f"{_glob_escape(self.prefix)}:{{*}}:m"
+
+        async def count() -> int:
+            return sum([1 async for _ in self._aclient().scan_iter(match=pattern)])
+
+        return await self._acall(count())
+
+    async def aclose(self) -> None:
+        """Close the connections of a client built from the URL (reopened if used again)."""
+        client = self._client_obj
+        if client is not None and self._url is not None:
+            self._client_obj = None
+            self._scripts = None
+            await client.aclose()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _aclient(self) -> Any:
+        if self._url is None:
+            return self._client_obj
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._client_obj is None or self._client_loop is not loop:
+            # A client of a loop that is gone (an earlier asyncio.run) cannot be reused or
+            # closed from here: its sockets close with it.
+            try:
+                self._client_obj = _aconnect(self._url, self.timeout)
+            except (ValueError, TypeError) as exc:
+                raise self._bad_url(exc) from None
+            self._client_loop = loop
+            self._scripts = None
+        return self._client_obj
+
+    async def _arun_script(self, which: int, keys: tuple[str, str], args: list[Any]) -> Any:
+        client = self._aclient()
+        if self._scripts is None:
+            self._scripts = (client.register_script(_UPDATE_LUA), client.register_script(_READ_LUA))
+        return await self._scripts[which](keys=list(keys), args=args)
+
+    async def _acall(self, action: Awaitable[_T]) -> _T:
+        """Await one Redis action; any failure becomes a credential-free StoreUnavailableError."""
+        try:
+            result = await action
+        except Exception as exc:
+            if not _is_redis_failure(exc):
+                raise
+            raise self._failure(exc) from None
+        self._recovered()
+        return result
+
+
+def _entry_of(reply: Any) -> _Entry:
+    """A read script reply (token, meta, history) as an entry."""
+    return _Entry(_text(reply[0]), _text(reply[1]), tuple(_text(r) for r in reply[2]))
 
 
 def _dumps(value: Any) -> str:
@@ -526,6 +702,35 @@ def _connect(url: str, timeout: float) -> Any:
     return redis.Redis.from_url(url, **options)
 
 
+def _aconnect(url: str, timeout: float) -> Any:
+    """A ``redis.asyncio`` client for the URL, with the options of :func:`_connect`."""
+    try:
+        import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry as AsyncRetry
+        from redis.backoff import NoBackoff
+    except ImportError as exc:
+        raise ImportError(
+            "AsyncRedisStore needs redis-py: pip install 'loopwarden[redis]'" + f" ({exc})"
+        ) from None
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": AsyncRetry(NoBackoff(), 1),
+        "health_check_interval": 0,
+    }
+    scheme = urlsplit(url).scheme.lower()
+    if scheme.endswith("+cluster"):
+        from redis.asyncio.cluster import RedisCluster
+
+        plain = url.replace(scheme, scheme.split("+")[0], 1)
+        options.pop("health_check_interval")
+        # The async cluster client learns the slots on first use, not at construction.
+        return RedisCluster.from_url(plain, **options)
+    if scheme == "redis+sentinel":
+        return _sentinel_client(url, options, asynchronous=True)
+    return aioredis.Redis.from_url(url, **options)
+
+
 def _wrap_connect(url: str, build: Callable[[], Any]) -> Any:
     """Build a client that talks to the server at construction, without leaking secrets."""
     try:
@@ -539,10 +744,12 @@ def _wrap_connect(url: str, build: Callable[[], Any]) -> Any:
         raise StoreUnavailableError(text) from None
 
 
-def _sentinel_client(url: str, options: dict[str, Any]) -> Any:
-    from redis.sentinel import Sentinel as _Sentinel
-
-    sentinel_cls: Any = _Sentinel  # redis-py leaves Sentinel unannotated
+def _sentinel_client(url: str, options: dict[str, Any], *, asynchronous: bool = False) -> Any:
+    sentinel_cls: Any  # redis-py leaves Sentinel unannotated
+    if asynchronous:
+        from redis.asyncio.sentinel import Sentinel as sentinel_cls
+    else:
+        from redis.sentinel import Sentinel as sentinel_cls
 
     parts = urlsplit(url)
     sentinels = _sentinel_hosts(url)
@@ -566,4 +773,4 @@ def _sentinel_client(url: str, options: dict[str, Any]) -> Any:
     return sentinel.master_for(path[0], **node)
 
 
-__all__ = ["RedisStore", "StoreUnavailableError", "redact_url"]
+__all__ = ["AsyncRedisStore", "RedisStore", "StoreUnavailableError", "redact_url"]

@@ -4,6 +4,10 @@ Each session is one row of plain snapshot JSON (hashes, names and counts only; s
 :func:`loopwarden.store.snapshot_session`). ``update`` holds SQLite's write lock for the
 read-modify-write, so several processes on one machine may share the file. Idle sessions
 expire after ``session_ttl`` seconds of wall-clock time, across restarts.
+
+On an event loop (``aupdate``, ``apeek``) each update runs in a worker thread
+(``asyncio.to_thread``): Python's sqlite3 has no async interface, and the write lock may wait
+for another process for up to ``timeout`` seconds, which must not stall the loop.
 """
 
 from __future__ import annotations
@@ -57,6 +61,18 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+    async def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """``update`` from an event loop, run in a worker thread (the loop keeps running)."""
+        import asyncio  # loaded already on an event loop; kept out of a hook's start-up
+
+        return await asyncio.to_thread(self.update, key, fn)
+
+    async def apeek(self, key: str) -> GuardSession | None:
+        """``peek`` from an event loop, run in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.peek, key)
 
     def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """Read, apply ``fn`` and write the session under SQLite's write lock."""

@@ -6,6 +6,7 @@ import gzip
 import importlib
 import json
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,12 +55,30 @@ def iter_lines(handle: IO[str], path: Path) -> Iterator[tuple[int, str]]:
         yield lineno, raw
 
 
+READ_WARNINGS: ContextVar[list[str] | None] = ContextVar("loopwarden_read_warnings", default=None)
+"""Where the readers put what they skipped without failing (a half-written last line); the
+analyzer sets a list around each file and reports them. Unset: they are logged."""
+
+
+def warn_read(message: str) -> None:
+    """Report something a reader skipped: to the analyzer's list, else to the log."""
+    found = READ_WARNINGS.get()
+    if found is not None:
+        found.append(message)
+    else:
+        from loopwarden._lazylog import get_logger
+
+        get_logger("loopwarden").warning("%s", message)
+
+
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for every non-blank line, one line at a time.
 
     A line that is not a JSON object, or longer than :data:`MAX_LINE_CHARS`, raises
     :class:`TranscriptError` with its line number, so a corrupt archive is reported precisely
-    instead of being half-analysed in silence.
+    instead of being half-analysed in silence. The one exception is a last line that has no
+    newline and does not parse: an agent still writing the file. The complete lines are read,
+    and that line is reported once (:func:`warn_read`).
     """
     with open_text(path) as handle:
         lineno = 0
@@ -67,7 +86,17 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             for lineno, raw in iter_lines(handle, path):
                 if not raw.strip():
                     continue
-                yield lineno, _parse_line(path, lineno, raw)
+                try:
+                    value = _parse_line(path, lineno, raw)
+                except TranscriptError:
+                    if raw.endswith("\n") or handle.readline(1):
+                        raise
+                    warn_read(
+                        f"{path}:{lineno}: the last line is incomplete (is the agent still "
+                        f"writing the file?); the {lineno - 1} complete lines were analysed"
+                    )
+                    return
+                yield lineno, value
         except (OSError, EOFError, UnicodeDecodeError) as exc:
             raise TranscriptError(str(path), f"cannot read: {exc}", lineno + 1) from exc
 
@@ -105,8 +134,10 @@ def _stdlib_parse(path: Path, lineno: int, raw: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
+        # json says "Unterminated string starting at": no second "at" after it.
+        at = " " if exc.msg.endswith(" at") else " at "
         raise TranscriptError(
-            str(path), f"not valid JSON ({exc.msg} at column {exc.colno})", lineno
+            str(path), f"not valid JSON ({exc.msg}{at}column {exc.colno})", lineno
         ) from exc
 
 
@@ -152,3 +183,27 @@ def text_of(content: Any) -> str:
         ]
         return "\n".join(parts)
     return "" if content is None else str(content)
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """A transcript timestamp as epoch seconds: epoch milliseconds (a number) or ISO 8601."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) / 1000.0
+    if not isinstance(value, str) or not value:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def token_sum(usage: Any, *keys: str) -> int | None:
+    """The sum of a usage object's integer counts under ``keys``; None when it has none."""
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage[key] for key in keys if type(usage.get(key)) is int]
+    return sum(counts) if counts else None

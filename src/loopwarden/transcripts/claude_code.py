@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import iter_jsonl, text_of
+from loopwarden.transcripts._io import epoch_seconds, iter_jsonl, text_of, token_sum
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
 
@@ -49,6 +49,7 @@ def read(path: Path) -> Iterator[Trajectory]:
     """Import one Claude Code session file: one trajectory per user turn that made tool calls."""
     stem = path.name.split(".")[0]
     threads: dict[str, TurnSplitter] = {}
+    responses: set[str] = set()  # model responses whose tokens were counted
     for lineno, obj in iter_jsonl(path):
         kind = obj.get("type")
         if kind not in ("user", "assistant", "system"):
@@ -62,7 +63,7 @@ def read(path: Path) -> Iterator[Trajectory]:
         if not isinstance(message, dict):
             raise TranscriptError(str(path), f'a "{kind}" line without a "message" object', lineno)
         if kind == "assistant":
-            _calls(splitter, message, lineno)
+            _calls(splitter, message, lineno, _cost(obj, message, responses))
         else:
             _user(splitter, obj, message)
         if splitter is threads.get("main"):
@@ -94,10 +95,32 @@ def _thread(
     return splitter
 
 
-def _calls(splitter: TurnSplitter, message: dict[str, Any], lineno: int) -> None:
+def _cost(obj: dict[str, Any], message: dict[str, Any], counted: set[str]) -> tuple[Any, ...]:
+    """(time, tokens) of an assistant line. Claude Code writes one line per content block of a
+    response, each with the response's whole usage: its tokens are counted once per id."""
+    at = epoch_seconds(obj.get("timestamp"))
+    response = message.get("id")
+    if isinstance(response, str) and response in counted:
+        return at, None
+    tokens = token_sum(
+        message.get("usage"),
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    )
+    if tokens is not None and isinstance(response, str):
+        counted.add(response)
+    return at, tokens
+
+
+def _calls(
+    splitter: TurnSplitter, message: dict[str, Any], lineno: int, cost: tuple[Any, ...]
+) -> None:
     content = message.get("content")
     if not isinstance(content, list):
         return
+    at, tokens = cost
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_use":
             block_id = block.get("id")
@@ -107,8 +130,11 @@ def _calls(splitter: TurnSplitter, message: dict[str, Any], lineno: int) -> None
                     params=block.get("input", {}),
                     tool_call_id=str(block_id) if block_id is not None else None,
                     line=lineno,
+                    at=at,
+                    tokens=tokens,
                 )
             )
+            tokens = None  # a response's tokens go on its first call
 
 
 def _user(splitter: TurnSplitter, obj: dict[str, Any], message: dict[str, Any]) -> None:

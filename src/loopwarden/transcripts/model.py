@@ -52,6 +52,11 @@ class ToolCall:
     result: Any = MISSING
     error: str | None = None
     line: int | None = None  # where the call sits in the source file, for messages
+    # What the call cost, where the transcript records it (for the report's cost of loops):
+    # when the model issued it (epoch seconds), and the tokens of the model response that did,
+    # counted on that response's first call only.
+    at: float | None = None
+    tokens: int | None = None
 
     @property
     def has_outcome(self) -> bool:
@@ -78,6 +83,9 @@ class Trajectory:
     format: str
     items: list[Item] = field(default_factory=list)
     orphan_results: int = 0  # results whose call is not in the file (trimmed slices)
+    # Whether the run reached its goal, where the transcript says (tau-bench's reward): the
+    # report counts blocks in runs that succeeded, the price of a setting.
+    succeeded: bool | None = None
 
     @property
     def calls(self) -> list[ToolCall]:

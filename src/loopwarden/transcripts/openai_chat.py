@@ -58,6 +58,9 @@ def read_tau_bench(path: Path, doc: Any = None) -> Iterator[Trajectory]:
             raise TranscriptError(str(path), f'run [{index}] has no "traj" message list')
         traj_id = f"{stem}/task{run.get('task_id')}/trial{run.get('trial')}"
         trajectory = from_messages(path, traj_id, run["traj"], TAU_FORMAT)
+        reward = run.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+            trajectory.succeeded = reward >= 1
         for call in trajectory.calls:
             if isinstance(call.result, str) and call.result.startswith(_TAU_ERROR_PREFIXES):
                 call.error = call.result

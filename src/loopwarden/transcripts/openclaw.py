@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import iter_jsonl, parse_arguments, text_of
+from loopwarden.transcripts._io import (
+    epoch_seconds,
+    iter_jsonl,
+    parse_arguments,
+    text_of,
+    token_sum,
+)
 from loopwarden.transcripts.model import MISSING, CallLinker, ToolCall, Trajectory
 
 FORMAT = "openclaw"
@@ -75,6 +81,7 @@ def _entry(lineno: int, obj: dict[str, Any]) -> _Entry | None:
     if role == "assistant":
         blocks = _blocks(message)
         calls = [_call(block, lineno) for block in blocks if block.get("type") == "toolCall"]
+        _cost(calls, obj, message)
         return _Entry(lineno, entry_id, _parent_of(obj), calls=calls)
     if role == "toolResult":
         call_id = message.get("toolCallId")
@@ -86,6 +93,19 @@ def _entry(lineno: int, obj: dict[str, Any]) -> _Entry | None:
             outcome=_outcome(message),
         )
     return None
+
+
+def _cost(calls: list[ToolCall], obj: dict[str, Any], message: dict[str, Any]) -> None:
+    """The response's time on each of its calls, its tokens on the first one."""
+    at = epoch_seconds(message.get("timestamp", obj.get("timestamp")))
+    usage = message.get("usage")
+    total = usage.get("totalTokens") if isinstance(usage, dict) else None
+    if type(total) is not int:
+        total = token_sum(usage, "input", "output", "cacheRead", "cacheWrite")
+    for call in calls:
+        call.at = at
+    if calls:
+        calls[0].tokens = total
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

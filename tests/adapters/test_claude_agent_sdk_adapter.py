@@ -1,0 +1,334 @@
+"""Claude Agent SDK adapter, end to end: ``query()`` + ``guard_options`` + the real Claude Code.
+
+The SDK drives the Claude Code CLI pinned in tests/coding_agents (npm), which talks to the
+offline fake Anthropic API of the coding-agent tests (127.0.0.1) playing a scripted model. The
+tools are the SDK's in-process MCP tools and count their real executions. Expected counts come
+from the resolved config, or from the same calls fed to a bare guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _support import require_cli, require_module
+
+try:
+    require_module("claude_agent_sdk", "claude-agent-sdk")
+    CLAUDE = require_cli("claude")
+except pytest.skip.Exception as missing:  # skip the whole module (CI fails instead)
+    pytest.skip(str(missing), allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coding_agents"))
+
+from _clis import claude_env
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    HookMatcher,
+    ResultMessage,
+    create_sdk_mcp_server,
+    query,
+    tool,
+)
+from fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    ToolCall,
+    block_text,
+    is_compaction_request,
+    tool_results,
+)
+
+from loopwarden import LoopGuard, resolve_config
+from loopwarden.adapters.claude_agent_sdk import guard_options
+from loopwarden.events import LoopEvent
+
+RECOMMENDED = {"profile": "recommended"}
+WEATHER = "mcp__weather__get_weather"
+TIME = "mcp__weather__get_time"
+Call = tuple[str, dict[str, Any]]
+PARIS: Call = (WEATHER, {"city": "Paris"})
+FINAL = "I give up."
+
+
+@dataclass
+class Model:
+    """A scripted model: turn ``i`` makes the calls ``turns[i]``, then it answers ``FINAL``.
+
+    Turns are counted from the tool results in the request (the CLI's side requests cannot
+    push it off script). ``compact_after``: report a full context once that many results are
+    in, so Claude Code compacts; the compaction request gets a summary.
+    """
+
+    turns: list[list[Call]]
+    compact_after: int | None = None
+    seen: set[str] = field(default_factory=set)
+    made: int = 0
+    compactions: int = 0
+
+    def reply(self, request: dict[str, Any]) -> Reply:
+        if is_compaction_request(request):
+            self.compactions += 1
+            return Reply(text="Summary: the user wants the weather in Paris.")
+        if not request.get("tools"):  # a side request (title...)
+            return Reply(text="ok")
+        self.seen.update(str(b.get("tool_use_id")) for b in tool_results(request))
+        turn, answered = 0, 0  # the first turn whose calls have not all been answered
+        while turn < len(self.turns) and answered + len(self.turns[turn]) <= len(self.seen):
+            answered += len(self.turns[turn])
+            turn += 1
+        if turn >= len(self.turns):
+            return Reply(text=FINAL)
+        calls = [ToolCall(name, args) for name, args in self.turns[turn]]
+        self.made = max(self.made, turn + 1)
+        full = self.compact_after is not None and not self.compactions
+        tokens = 99_000 if full and len(self.seen) >= (self.compact_after or 0) else 100
+        return Reply(tool_calls=calls, input_tokens=tokens)
+
+
+class Tools:
+    """In-process SDK tools that count their real executions."""
+
+    def __init__(self) -> None:
+        self.executions = 0
+
+        @tool("get_weather", "Current weather of a city.", {"city": str})
+        async def get_weather(args: dict[str, Any]) -> dict[str, Any]:
+            self.executions += 1
+            return _text(f"It is 21C in {args['city']}.")
+
+        @tool("get_time", "Local time of a city.", {"city": str})
+        async def get_time(args: dict[str, Any]) -> dict[str, Any]:
+            self.executions += 1
+            return _text(f"It is noon in {args['city']}.")
+
+        self.server = create_sdk_mcp_server("weather", tools=[get_weather, get_time])
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+@dataclass
+class Run:
+    server: FakeAnthropic
+    model: Model
+    tools: Tools
+    result: ResultMessage | None
+
+    def results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks the model saw in its last request."""
+        return tool_results(self.server.messages[-1])
+
+    def texts(self) -> list[str]:
+        return [block_text(block) for block in self.results()]
+
+
+async def run(guard: LoopGuard, model: Model, home: Path, **options: Any) -> Run:
+    """One ``query()`` through the real Claude Code against a fake API playing ``model``."""
+    tools = Tools()
+    home.mkdir(parents=True, exist_ok=True)
+    with FakeAnthropic(model) as server:
+        base = ClaudeAgentOptions(
+            cli_path=str(CLAUDE),
+            cwd=str(home),
+            env=claude_env(home) | {"ANTHROPIC_BASE_URL": server.url},
+            mcp_servers={"weather": tools.server},
+            allowed_tools=[WEATHER, TIME],
+            permission_mode="bypassPermissions",
+            setting_sources=[],
+            **options,
+        )
+        result = None
+        async for message in query(prompt="weather?", options=guard_options(base, guard)):
+            if isinstance(message, ResultMessage):
+                result = message
+        assert not server.errors, server.errors
+    return Run(server, model, tools, result)
+
+
+def events_of(guard: LoopGuard) -> list[LoopEvent]:
+    events: list[LoopEvent] = []
+    guard.subscribe(events.append)
+    return events
+
+
+def repeat_points(raw: dict[str, Any]) -> tuple[int, int, int]:
+    """The calls (1-based) of one repeated call with identical results that get the last-chance
+    warning, the first block and the stop (see the Google ADK test for the reasoning)."""
+    config = resolve_config(raw)
+    block_at = config.consecutive_critical_threshold + 1
+    return block_at - 1, block_at, block_at + config.stop_after_blocks - 1
+
+
+def oracle(
+    config: dict[str, Any], calls: list[Call], results: dict[str, str]
+) -> tuple[int, list[tuple[str, str | None]]]:
+    """A bare guard, calls one at a time: how many run, and its events."""
+    guard = LoopGuard(config)
+    seen = events_of(guard)
+    ran = 0
+    for name, args in calls:
+        decision = guard.before_tool_call("s", name, args, run_id="r")
+        if decision.allowed:
+            ran += 1
+            guard.after_tool_call("s", name, args, result=_text(results[name]), run_id="r")
+    return ran, [(e.action, e.detector) for e in seen]
+
+
+# ------------------------------------------------------------------------------------ tests
+def test_repeated_call_is_warned_then_blocked_then_every_call_is_refused(tmp_path: Path) -> None:
+    warn_at, block_at, stop_at = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    calls = stop_at + 2
+
+    done = asyncio.run(run(guard, Model([[PARIS]] * calls), tmp_path))
+
+    assert done.tools.executions == block_at - 1  # the blocked calls never ran
+    assert [e.action for e in seen] == ["warn", "block", "stop"]
+    texts = done.texts()
+    assert texts[: block_at - 1] == ["It is 21C in Paris."] * (block_at - 1)
+    blocked = done.results()[block_at - 1 :]
+    assert all(block.get("is_error") for block in blocked)
+    assert "CRITICAL" in texts[block_at - 1]
+    # After the stop every further call of the turn is refused with the stop's reason.
+    assert all(str(seen[2].message) in t for t in texts[stop_at - 1 :])
+    assert all("every further tool call" in t for t in texts[stop_at - 1 :])
+    # The warning reached the model right after the warned call's result.
+    shown = json.dumps(done.server.messages[warn_at])
+    assert seen[0].message is not None and json.dumps(seen[0].message)[1:-1] in shown
+    assert done.result is not None and done.result.session_id == seen[0].session
+
+
+def test_ping_pong_is_detected_as_a_bare_guard_would(tmp_path: Path) -> None:
+    config = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
+    calls = [PARIS, (TIME, {"city": "Paris"})] * 5
+    results = {WEATHER: "It is 21C in Paris.", TIME: "It is noon in Paris."}
+    ran, expected = oracle(config, calls, results)
+    assert ("block", "ping_pong") in expected
+    guard = LoopGuard(config)
+    seen = events_of(guard)
+
+    done = asyncio.run(run(guard, Model([[call] for call in calls]), tmp_path))
+
+    assert done.tools.executions == ran
+    assert [(e.action, e.detector) for e in seen] == expected
+
+
+def test_parallel_calls_of_one_turn_are_decided_one_at_a_time(tmp_path: Path) -> None:
+    per_turn, turns = 3, 3
+    config = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
+    calls = [PARIS] * (per_turn * turns)
+    ran, expected = oracle(config, calls, {WEATHER: "It is 21C in Paris."})
+    guard = LoopGuard(config)
+    seen = events_of(guard)
+
+    done = asyncio.run(run(guard, Model([[PARIS] * per_turn] * turns), tmp_path))
+
+    # Claude Code runs these calls one after another (the tool is not marked read-only), so
+    # with no batch the guard sees what a bare guard sees.
+    assert done.tools.executions == ran
+    assert [(e.action, e.detector) for e in seen] == expected
+
+
+def test_unknown_tool_never_reaches_the_hooks(tmp_path: Path) -> None:
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": 2})
+    seen = events_of(guard)
+    nowhere: Call = ("get_wether", {"city": "Paris"})
+
+    done = asyncio.run(run(guard, Model([[nowhere]] * 4), tmp_path))
+
+    # Claude Code answers a call to a tool it does not have before any hook runs.
+    assert seen == []
+    assert all(block.get("is_error") for block in done.results())
+    assert len(done.results()) == 4
+
+
+def test_loop_surviving_a_compaction_ends_the_turn(tmp_path: Path) -> None:
+    window, compact_after = 3, 2
+    guard = LoopGuard({"postCompactionGuard": {"windowSize": window}})  # detectors off
+    seen = events_of(guard)
+    model = Model([[PARIS]] * 20, compact_after=compact_after)
+
+    done = asyncio.run(run(guard, model, tmp_path))
+
+    assert model.compactions == 1
+    # The reply that reports the full context makes one more call; the CLI compacts after it.
+    before = compact_after + 1
+    assert done.tools.executions == before + window
+    assert [e.type for e in seen] == ["compaction.loop_persisted"]
+    assert model.made == before + window  # the turn ended: no model request after the stop
+    assert done.result is not None and done.result.terminal_reason == "hook_stopped"
+
+
+def test_two_concurrent_queries_sharing_a_guard_are_kept_apart(tmp_path: Path) -> None:
+    _, block_at, _ = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+
+    async def both() -> list[Run]:
+        return await asyncio.gather(
+            *(run(guard, Model([[PARIS]] * block_at), tmp_path / f"home{i}") for i in range(2))
+        )
+
+    runs = asyncio.run(both())
+
+    assert [r.tools.executions for r in runs] == [block_at - 1] * 2
+    by_session: dict[str, list[str]] = {}
+    for event in seen:
+        by_session.setdefault(event.session, []).append(event.action)
+    assert sorted(by_session) == sorted(r.result.session_id for r in runs if r.result)
+    assert list(by_session.values()) == [["warn", "block"]] * 2
+
+
+def test_the_users_own_hooks_are_kept_and_the_options_are_not_changed(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def mine(payload: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        calls.append(payload["tool_name"])
+        return {}
+
+    hooks = {"PreToolUse": [HookMatcher(hooks=[mine])]}
+    guard = LoopGuard(RECOMMENDED)
+    options = ClaudeAgentOptions(hooks=hooks)  # type: ignore[arg-type]
+
+    guarded = guard_options(options, guard)
+
+    assert options.hooks == hooks  # the user's object is untouched
+    assert guarded.hooks is not None and len(guarded.hooks["PreToolUse"]) == 2
+    done = asyncio.run(run(guard, Model([[PARIS]]), tmp_path, hooks=hooks))
+    assert calls == [WEATHER] and done.tools.executions == 1
+
+
+def test_the_docs_example_runs_against_a_looping_model(tmp_path: Path) -> None:
+    """examples/integrations/claude_agent_sdk_agent.py as written, with the SDK's own bundled
+    CLI, against a model that repeats the call (docs/integrations.md shows this output)."""
+    example = (
+        Path(__file__).resolve().parents[2] / "examples/integrations/claude_agent_sdk_agent.py"
+    )
+    critical = 5  # the example's criticalThreshold
+    with FakeAnthropic(Model([[PARIS]] * (critical + 2))) as server:
+        proc = subprocess.run(
+            [sys.executable, str(example)],
+            env=claude_env(tmp_path) | {"ANTHROPIC_BASE_URL": server.url},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert out.count(" tool: It is 21C in Paris.") == critical
+    assert out.count(f"CRITICAL: Called {WEATHER} with identical arguments") == 2
+    assert out.strip().endswith(f"answer: {FINAL}")
+    # The warning came as context after the 3rd result, not inside a result.
+    assert "WARNING: " in json.dumps(server.messages[-1])

@@ -1,0 +1,377 @@
+"""Google ADK adapter, end to end: Runner + LlmAgent + LoopGuardPlugin + a scripted BaseLlm.
+
+``Scripted`` is an ADK ``BaseLlm`` that plays a script of model turns (each a list of tool
+calls) and records every tool response it was shown; the tools count their real executions.
+Expected counts come from the resolved config, or from the same calls fed to a bare guard.
+Nothing talks to the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import pytest
+
+from _support import require_module
+
+try:
+    require_module("google.adk", "google-adk")
+except pytest.skip.Exception as missing:  # skip the whole module (CI fails instead)
+    pytest.skip(str(missing), allow_module_level=True)
+
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.apps.app import EventsCompactionConfig
+from google.adk.events.event import Event
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+from pydantic import Field
+
+from loopwarden import LoopGuard, resolve_config
+from loopwarden.adapters.google_adk import WARNING_KEY, LoopGuardPlugin
+from loopwarden.events import LoopEvent
+
+RECOMMENDED = {"profile": "recommended"}
+_ids = itertools.count()
+Call = tuple[str, dict[str, Any]]
+PARIS: Call = ("get_weather", {"city": "Paris"})
+FINAL = "I give up."
+
+
+class Scripted(BaseLlm):
+    """A scripted model: turn ``i`` makes the calls ``turns[i]``; then it answers ``FINAL``.
+
+    ``shown`` collects the tool responses the model was shown; a request without tools (the
+    compaction summarizer's) is answered with a summary. ``big_prompt_at`` reports a prompt
+    of ``10**6`` tokens with that turn, so a token-threshold compaction follows.
+    """
+
+    model: str = "scripted"
+    turns: list[list[Call]] = Field(default_factory=list)
+    shown: list[dict[str, Any]] = Field(default_factory=list)
+    made: int = 0
+    big_prompt_at: int | None = None
+    delay: float = 0.0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        if not llm_request.tools_dict:
+            yield _text("Summary: the user wants the weather in Paris.")
+            return
+        for part in llm_request.contents[-1].parts or ():
+            if part.function_response is not None:
+                self.shown.append(dict(part.function_response.response or {}))
+        await asyncio.sleep(self.delay)  # lets concurrent runs interleave
+        if self.made >= len(self.turns):
+            yield _text(FINAL)
+            return
+        calls = self.turns[self.made]
+        self.made += 1
+        parts = [
+            types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"c{next(_ids)}"))
+            for name, args in calls
+        ]
+        usage = types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=10**6 if self.made == self.big_prompt_at else 100
+        )
+        yield LlmResponse(content=types.Content(role="model", parts=parts), usage_metadata=usage)
+
+
+def _text(text: str) -> LlmResponse:
+    return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+
+
+class Tools:
+    """Tools that count their real executions (``wait``: an async tool that sleeps)."""
+
+    def __init__(self, wait: float | None = None) -> None:
+        self.executions = 0
+        self.wait = wait
+
+    def all(self) -> list[Callable[..., Any]]:
+        if self.wait is None:
+
+            def get_weather(city: str) -> str:
+                """Current weather of a city."""
+                self.executions += 1
+                return f"It is 21C in {city}."
+
+        else:
+            wait = self.wait
+
+            async def get_weather(city: str) -> str:  # type: ignore[misc]
+                """Current weather of a city."""
+                self.executions += 1
+                await asyncio.sleep(wait)  # in flight while the turn's other calls start
+                return f"It is 21C in {city}."
+
+        def get_time(city: str) -> str:
+            """Local time of a city."""
+            self.executions += 1
+            return f"It is noon in {city}."
+
+        def get_report(city: str) -> dict[str, Any]:
+            """A structured weather report."""
+            self.executions += 1
+            return {"city": city, "celsius": 21}
+
+        return [get_weather, get_time, get_report]
+
+
+def turns(*calls: Call, repeat: int = 1) -> list[list[Call]]:
+    """One call per turn, the sequence ``calls`` repeated ``repeat`` times."""
+    return [[call] for call in calls] * repeat
+
+
+async def run(
+    runner: InMemoryRunner, user: str = "u", session_id: str | None = None
+) -> tuple[str, list[Event]]:
+    """One invocation (a fresh session unless ``session_id``); its session id and events."""
+    if session_id is None:
+        session = await runner.session_service.create_session(app_name="app", user_id=user)
+        session_id = session.id
+    message = types.Content(role="user", parts=[types.Part(text="weather?")])
+    events = [
+        event
+        async for event in runner.run_async(
+            user_id=user, session_id=session_id, new_message=message
+        )
+    ]
+    return session_id, events
+
+
+def make(
+    guard: LoopGuard, script: list[list[Call]], tools: Tools | None = None, **llm: Any
+) -> tuple[InMemoryRunner, Scripted, Tools]:
+    tools = tools or Tools()
+    model = Scripted(turns=script, **llm)
+    agent = LlmAgent(name="weather", model=model, tools=tools.all())
+    app = App(name="app", root_agent=agent, plugins=[LoopGuardPlugin(guard)])
+    return InMemoryRunner(app=app), model, tools
+
+
+def repeat_points(raw: dict[str, Any]) -> tuple[int, int, int]:
+    """The calls (1-based) of one repeated call with identical results that get the warning,
+    the first block and the stop: after ``consecutiveCriticalThreshold`` identical results the
+    next call is blocked, the call before it gets the last-chance warning, and the run stops at
+    the ``stopAfterBlocks``-th block."""
+    config = resolve_config(raw)
+    block_at = config.consecutive_critical_threshold + 1
+    return block_at - 1, block_at, block_at + config.stop_after_blocks - 1
+
+
+def events_of(guard: LoopGuard) -> list[LoopEvent]:
+    events: list[LoopEvent] = []
+    guard.subscribe(events.append)
+    return events
+
+
+def oracle(
+    config: dict[str, Any], calls: list[Call], results: dict[str, str]
+) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """A bare guard's actions and events for ``calls`` made one at a time."""
+    guard = LoopGuard(config)
+    seen = events_of(guard)
+    actions = []
+    for name, args in calls:
+        decision = guard.before_tool_call("s", name, args, run_id="r")
+        actions.append(decision.action)
+        if decision.allowed:
+            guard.after_tool_call("s", name, args, result=results[name], run_id="r")
+    return actions, [(e.action, e.detector) for e in seen]
+
+
+def final_text(events: list[Event]) -> str:
+    last = events[-1]
+    assert last.content is not None and last.content.parts
+    return last.content.parts[0].text or ""
+
+
+# ------------------------------------------------------------------------------------ tests
+def test_repeated_call_is_warned_then_blocked_then_the_run_stops() -> None:
+    warn_at, block_at, stop_at = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    runner, model, tools = make(guard, turns(PARIS, repeat=3 * stop_at))
+
+    _, events = asyncio.run(run(runner))
+
+    assert tools.executions == block_at - 1  # the blocked calls never ran
+    assert [e.action for e in seen] == ["warn", "block", "stop"]
+    assert model.made == stop_at  # no model request after the stop
+    shown = model.shown
+    assert shown[: warn_at - 1] == [{"result": "It is 21C in Paris."}] * (warn_at - 1)
+    warned = shown[warn_at - 1]["result"]
+    assert warned == f"It is 21C in Paris.\n\n{seen[0].message}"
+    assert set(shown[block_at - 1]) == {"error"} and "CRITICAL" in shown[block_at - 1]["error"]
+    # The run ended with the reason as the model's last word, tagged for the application.
+    assert final_text(events) == seen[-1].message
+    assert events[-1].custom_metadata == {
+        "loopwarden": {"action": "stop", "detector": seen[-1].detector}
+    }
+
+
+def test_next_run_of_the_session_starts_clean() -> None:
+    _, block_at, _ = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    runner, model, tools = make(guard, turns(PARIS, repeat=block_at))
+
+    session_id, _ = asyncio.run(run(runner))
+    model.made = 0  # the model loops again in the follow-up run
+    asyncio.run(run(runner, session_id=session_id))
+
+    assert tools.executions == 2 * (block_at - 1)
+    assert [e.action for e in seen] == ["warn", "block"] * 2
+    assert len({e.session for e in seen}) == 1  # one ADK session, one guard session
+    assert len({e.run_id for e in seen}) == 2  # one run per invocation
+
+
+def test_ping_pong_is_detected_as_a_bare_guard_would() -> None:
+    config = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
+    calls = [PARIS, ("get_time", {"city": "Paris"})] * 6
+    results = {"get_weather": "It is 21C in Paris.", "get_time": "It is noon in Paris."}
+    expected, expected_events = oracle(config, calls, results)
+    assert ("block", "ping_pong") in expected_events  # the scenario reaches a ping-pong block
+    guard = LoopGuard(config)
+    seen = events_of(guard)
+    runner, model, tools = make(guard, [[call] for call in calls])
+
+    asyncio.run(run(runner))
+
+    assert tools.executions == sum(action in ("allow", "warn") for action in expected)
+    assert [(e.action, e.detector) for e in seen] == expected_events
+    blocked = [shown for shown in model.shown if "error" in shown]
+    assert len(blocked) == expected.count("block")
+
+
+def test_unknown_tool_is_seen_and_blocked() -> None:
+    threshold = 3
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": threshold})
+    seen = events_of(guard)
+    runner, model, _ = make(guard, turns(("get_wether", {"city": "Paris"}), repeat=threshold + 2))
+
+    asyncio.run(run(runner))
+
+    assert [e.detector for e in seen] == ["unknown_tool_repeat"] * 2
+    assert [e.action for e in seen] == ["block"] * 2
+    # Below the threshold ADK answers as usual (tool not found); then the block text.
+    assert "get_wether" in model.shown[0]["error"] and "CRITICAL" not in model.shown[0]["error"]
+    assert "get_wether" in model.shown[threshold]["error"]
+    assert model.shown[threshold]["error"] == seen[0].message
+
+
+def test_parallel_calls_of_one_turn_run_as_often_as_one_call_per_turn() -> None:
+    per_turn, turns_count = 3, 12
+
+    def run_with(per: int) -> tuple[int, list[tuple[int, str]]]:
+        guard = LoopGuard(RECOMMENDED)
+        tools = Tools(wait=0.01)
+        script = [[PARIS] * per for _ in range(turns_count)]
+        runner, model, _ = make(guard, script, tools)
+        tagged: list[tuple[int, str]] = []
+        guard.subscribe(lambda e: tagged.append((model.made, e.action)))
+        asyncio.run(run(runner))
+        return tools.executions, tagged
+
+    sequential, _ = run_with(1)
+    batched, tagged = run_with(per_turn)
+
+    assert batched == sequential
+    first_block = next(turn for turn, action in tagged if action == "block")
+    stop = next(turn for turn, action in tagged if action == "stop")
+    assert stop > first_block  # the model read the block before the run stopped
+
+
+def test_loop_surviving_a_compaction_stops_the_run() -> None:
+    window, compact_at = 3, 2
+    guard = LoopGuard({"postCompactionGuard": {"windowSize": window}})  # detectors off
+    seen = events_of(guard)
+    tools = Tools()
+    model = Scripted(turns=turns(PARIS, repeat=20), big_prompt_at=compact_at)
+    agent = LlmAgent(name="weather", model=model, tools=tools.all())
+    compaction = EventsCompactionConfig(token_threshold=1000, event_retention_size=1)
+    app = App(
+        name="app",
+        root_agent=agent,
+        plugins=[LoopGuardPlugin(guard)],
+        events_compaction_config=compaction,
+    )
+    runner = InMemoryRunner(app=app)
+
+    _, events = asyncio.run(run(runner))
+
+    assert any(e.actions and e.actions.compaction for e in runner_events(runner))
+    assert tools.executions == compact_at + window
+    assert [e.type for e in seen] == ["compaction.loop_persisted"]
+    assert final_text(events) == seen[0].message
+    assert events[-1].custom_metadata is not None
+    assert events[-1].custom_metadata["loopwarden"]["detector"] == "compaction_loop_persisted"
+
+
+def runner_events(runner: InMemoryRunner) -> list[Event]:
+    """Every event stored in the runner's sessions (compaction events are stored, not yielded)."""
+    sessions = runner.session_service.sessions  # type: ignore[attr-defined]
+    return [
+        event
+        for users in sessions.values()
+        for by_id in users.values()
+        for session in by_id.values()
+        for event in session.events
+    ]
+
+
+def test_two_concurrent_runs_sharing_a_guard_are_kept_apart() -> None:
+    _, block_at, _ = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    runners = [make(guard, turns(PARIS, repeat=block_at), delay=0.005) for _ in range(2)]
+
+    async def both() -> None:
+        await asyncio.gather(
+            *(run(runner, user=f"user{i}") for i, (runner, _, _) in enumerate(runners))
+        )
+
+    asyncio.run(both())
+
+    for _, _, tools in runners:
+        assert tools.executions == block_at - 1
+    by_session: dict[str, list[str]] = {}
+    for event in seen:
+        by_session.setdefault(event.session, []).append(event.action)
+    assert list(by_session.values()) == [["warn", "block"]] * 2
+
+
+def test_warning_on_a_dict_result_travels_next_to_its_fields() -> None:
+    warn_at, _, _ = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    runner, model, _ = make(guard, turns(("get_report", {"city": "Paris"}), repeat=warn_at))
+
+    asyncio.run(run(runner))
+
+    assert model.shown[0] == {"city": "Paris", "celsius": 21}
+    warned = model.shown[warn_at - 1]
+    assert {k: warned[k] for k in ("city", "celsius")} == {"city": "Paris", "celsius": 21}
+    assert warned[WARNING_KEY] == seen[0].message
+
+
+def test_healthy_run_is_untouched() -> None:
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    cities = [("get_weather", {"city": f"City{i}"}) for i in range(10)]
+    runner, model, tools = make(guard, [[call] for call in cities])
+
+    _, events = asyncio.run(run(runner))
+
+    assert tools.executions == len(cities)
+    assert model.shown == [{"result": f"It is 21C in City{i}."} for i in range(10)]
+    assert final_text(events) == FINAL
+    assert seen == []
