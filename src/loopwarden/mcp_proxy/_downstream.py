@@ -264,8 +264,7 @@ class StdioLink:
         stdin = self._stdin
         if self._closed or stdin.is_closing():
             raise DownstreamUnavailable("its stdin is closed")
-        stdin.write(message)
-        stdin.write(b"\n")
+        write_line(stdin, message)
         if stdin.transport.get_write_buffer_size() > CHUNK:
             async with self._write_lock:
                 try:
@@ -356,6 +355,19 @@ class StdioLink:
                     self._tail.append(text[:_STDERR_LINE])
         if partial.strip():
             self._tail.append(partial.decode("utf-8", "replace").strip()[:_STDERR_LINE])
+
+
+def write_line(writer: asyncio.StreamWriter, message: bytes) -> None:
+    """One message and its newline, in one write when small.
+
+    Why one write: each write wakes the reader, and a reader woken by a message without its
+    newline reads, finds no line, and sleeps again: two wake-ups per message instead of one.
+    """
+    if len(message) < CHUNK:
+        writer.write(message + b"\n")
+    else:  # no copy of a large message
+        writer.write(message)
+        writer.write(b"\n")
 
 
 def widen_pipe(fd: int) -> None:

@@ -37,6 +37,7 @@ from loopwarden.mcp_proxy._downstream import (
     Link,
     open_link,
     widen_pipe,
+    write_line,
 )
 from loopwarden.mcp_proxy._guarding import (
     CallGuard,
@@ -164,8 +165,7 @@ class _ClientOut:
         if writer.is_closing():
             self.closed = True
             return
-        writer.write(message)
-        writer.write(b"\n")
+        write_line(writer, message)
         if writer.transport.get_write_buffer_size() > CHUNK:
             async with self._lock:
                 try:
