@@ -145,6 +145,28 @@ class _ClientOut:
         self._streaming = asyncio.Event()
         return _ClientStream(self, writer)
 
+    async def flushed(self) -> None:
+        """Wait until everything written has reached the client's pipe.
+
+        Why: after a streamed message the proxy parses it (CPU-bound, tens of ms for
+        megabytes); the message's tail must not wait in our buffer meanwhile.
+        """
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return
+        transport = writer.transport
+        if transport.get_write_buffer_size() == 0:
+            return
+        low, high = transport.get_write_buffer_limits()
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            async with self._lock:
+                await writer.drain()
+        except (ConnectionError, RuntimeError):
+            self.closed = True
+        finally:
+            transport.set_write_buffer_limits(high=high, low=low)
+
     def end_stream(self) -> None:
         done, self._streaming = self._streaming, None
         if done is not None:
@@ -365,7 +387,10 @@ class Relay:
         link = generation.link
         try:
             while (line := await link.receive()) is not None:
-                await self._from_server(generation, line, link.last_streamed)
+                streamed = link.last_streamed
+                if streamed:
+                    await self.out.flushed()
+                await self._from_server(generation, line, streamed)
             reason = await link.end_reason()
         except Exception as exc:  # a transport failure: this connection is over
             reason = f"the connection failed ({type(exc).__name__}: {exc})"
