@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coding_agents"))
 from _clis import claude_env
 from claude_agent_sdk import (
     ClaudeAgentOptions,
+    ClaudeSDKClient,
     HookMatcher,
     ResultMessage,
     create_sdk_mcp_server,
@@ -332,3 +333,61 @@ def test_the_docs_example_runs_against_a_looping_model(tmp_path: Path) -> None:
     assert out.strip().endswith(f"answer: {FINAL}")
     # The warning came as context after the 3rd result, not inside a result.
     assert "WARNING: " in json.dumps(server.messages[-1])
+
+
+def test_each_prompt_of_a_client_session_is_a_fresh_run(tmp_path: Path) -> None:
+    _, block_at, _ = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    tools = Tools()
+    prompts = ("weather?", "and again?")
+
+    class PerPrompt:
+        """Repeats the call until ``block_at`` results came since the latest prompt."""
+
+        def reply(self, request: dict[str, Any]) -> Reply:
+            if not request.get("tools"):
+                return Reply(text="ok")
+            messages = request.get("messages", [])
+            latest = max(i for i, m in enumerate(messages) if _says(m, prompts))
+            since = sum(len(tool_results({"messages": [m]})) for m in messages[latest:])
+            return Reply(text=FINAL) if since >= block_at else Reply(tool_calls=[ToolCall(*PARIS)])
+
+    model = PerPrompt()
+
+    async def two_prompts() -> list[str]:
+        sessions = []
+        with FakeAnthropic(model) as server:
+            options = ClaudeAgentOptions(
+                cli_path=str(CLAUDE),
+                cwd=str(tmp_path),
+                env=claude_env(tmp_path) | {"ANTHROPIC_BASE_URL": server.url},
+                mcp_servers={"weather": tools.server},
+                allowed_tools=[WEATHER, TIME],
+                permission_mode="bypassPermissions",
+                setting_sources=[],
+            )
+            async with ClaudeSDKClient(guard_options(options, guard)) as client:
+                for prompt in prompts:
+                    await client.query(prompt)
+                    async for message in client.receive_response():
+                        if isinstance(message, ResultMessage):
+                            sessions.append(message.session_id)
+        return sessions
+
+    sessions = asyncio.run(two_prompts())
+
+    assert len(set(sessions)) == 1  # one conversation
+    assert tools.executions == 2 * (block_at - 1)
+    assert [e.action for e in seen] == ["warn", "block"] * 2
+    assert {e.session for e in seen} == set(sessions)
+    assert len({e.run_id for e in seen}) == 2  # one run per prompt
+
+
+def _says(message: dict[str, Any], texts: tuple[str, ...]) -> bool:
+    """Whether a user message carries one of ``texts`` (a prompt, not a tool result)."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    return any(block.get("type") == "text" and block.get("text") in texts for block in blocks)

@@ -22,7 +22,7 @@ try:
 except pytest.skip.Exception as missing:  # skip the whole module (CI fails instead)
     pytest.skip(str(missing), allow_module_level=True)
 
-from google.adk.agents import LlmAgent
+from google.adk.agents import LlmAgent, SequentialAgent
 from google.adk.apps import App
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.events.event import Event
@@ -375,3 +375,27 @@ def test_healthy_run_is_untouched() -> None:
     assert model.shown == [{"result": f"It is 21C in City{i}."} for i in range(10)]
     assert final_text(events) == FINAL
     assert seen == []
+
+
+def test_a_stop_ends_the_invocation_for_the_agents_after_it_too() -> None:
+    _, block_at, stop_at = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    tools = Tools()
+    first = Scripted(turns=turns(PARIS, repeat=3 * stop_at))
+    second = Scripted(turns=turns(("get_time", {"city": "Paris"}), repeat=3))
+    pipeline = SequentialAgent(
+        name="pipeline",
+        sub_agents=[
+            LlmAgent(name="looper", model=first, tools=tools.all()),
+            LlmAgent(name="next", model=second, tools=tools.all()),
+        ],
+    )
+    app = App(name="app", root_agent=pipeline, plugins=[LoopGuardPlugin(guard)])
+
+    _, events = asyncio.run(run(InMemoryRunner(app=app)))
+
+    assert tools.executions == block_at - 1
+    assert [e.action for e in seen] == ["warn", "block", "stop"]
+    assert (first.made, second.made) == (stop_at, 0)  # the next agent's model is not asked
+    assert final_text(events) == seen[-1].message
