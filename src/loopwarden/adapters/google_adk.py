@@ -91,8 +91,10 @@ class LoopGuardPlugin(BasePlugin):
         self.guard = guard
         self._session = session
         self._runs: RunBook[str] = RunBook(max_runs)
-        # Per run: how many model responses with tool calls each agent branch has had.
+        # Per run: how many model responses with tool calls each agent has had, and how many
+        # session events were already searched for compactions (the session only appends).
         self._turns: dict[str, dict[str, int]] = {}
+        self._scanned: dict[str, int] = {}
         self._lock = threading.Lock()
         self._max_runs = max_runs
 
@@ -107,7 +109,10 @@ class LoopGuardPlugin(BasePlugin):
             _default_session(invocation_context.session),
             invocation_context.invocation_id,
         )
-        run.seen_compactions.update(_compaction_keys(invocation_context.session.events))
+        events = invocation_context.session.events
+        run.seen_compactions.update(_compaction_keys(events))
+        with self._lock:
+            self._scanned[run.run_id] = len(events)
         self.guard.start_run(run.session, run.run_id)
         return None
 
@@ -128,11 +133,12 @@ class LoopGuardPlugin(BasePlugin):
     ) -> LlmResponse | None:
         """Arm the compaction guard on a fresh compaction; answer for the model once stopped."""
         run = self._run(callback_context)
-        fresh = [
-            key
-            for key in _compaction_keys(callback_context.session.events)
-            if key not in run.seen_compactions
-        ]
+        events = callback_context.session.events
+        with self._lock:
+            start = self._scanned.get(run.run_id, 0)
+            start = 0 if start > len(events) else start  # events were rewound: look again
+            self._scanned[run.run_id] = len(events)
+        fresh = [k for k in _compaction_keys(events[start:]) if k not in run.seen_compactions]
         if fresh:
             run.seen_compactions.update(fresh)
             self.guard.on_compaction_retry(run.session, run_id=run.run_id)
@@ -158,6 +164,8 @@ class LoopGuardPlugin(BasePlugin):
                 turns[callback_context.agent_name] = turns.get(callback_context.agent_name, 0) + 1
                 while len(self._turns) > self._max_runs:
                     self._turns.pop(next(iter(self._turns)))
+                while len(self._scanned) > self._max_runs:
+                    self._scanned.pop(next(iter(self._scanned)))
         return None
 
     # -- around each tool call ----------------------------------------------------------------
@@ -257,6 +265,7 @@ class LoopGuardPlugin(BasePlugin):
     def _end(self, run_id: str, outcome: str) -> None:
         with self._lock:
             self._turns.pop(run_id, None)
+            self._scanned.pop(run_id, None)
         run = self._runs.pop(run_id)
         if run is not None:
             self.guard.end_run(run.session, run.run_id, outcome=outcome)
