@@ -399,3 +399,35 @@ def test_a_stop_ends_the_invocation_for_the_agents_after_it_too() -> None:
     assert [e.action for e in seen] == ["warn", "block", "stop"]
     assert (first.made, second.made) == (stop_at, 0)  # the next agent's model is not asked
     assert final_text(events) == seen[-1].message
+
+
+def test_a_tool_that_raises_is_recorded_and_the_error_goes_on() -> None:
+    guard = LoopGuard(RECOMMENDED)
+    ended: list[Any] = []
+
+    def broken(city: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"no station in {city}")
+
+    model = Scripted(turns=turns(("broken", {"city": "Paris"})))
+    agent = LlmAgent(name="weather", model=model, tools=[broken])
+    plugin = LoopGuardPlugin(guard)
+    app = App(name="app", root_agent=agent, plugins=[plugin])
+    original_end = guard.end_run
+
+    def end_run(session: str, run_id: str | None = None, **kw: Any) -> Any:
+        record = original_end(session, run_id, **kw)
+        ended.append(record)
+        return record
+
+    guard.end_run = end_run  # type: ignore[method-assign]
+
+    with pytest.raises(RuntimeError, match="no station in Paris"):
+        asyncio.run(run(InMemoryRunner(app=app)))
+
+    assert [record.outcome for record in ended] == ["failed"]
+    # The failed call was recorded with its error as the outcome.
+    state = guard.store.peek(ended[0].session)
+    assert state is not None
+    [call] = state.state.history
+    assert call.tool_name == "broken" and (call.result_hash or "").startswith("error:")
