@@ -474,3 +474,26 @@ def test_guard_calls_are_awaited_on_an_async_only_store() -> None:
     run(agent)
 
     assert weather.executions == CRITICAL and store.updates > 0
+
+
+def test_a_guardrail_the_user_adds_to_a_tool_later_still_runs() -> None:
+    from agents import ToolGuardrailFunctionOutput, ToolInputGuardrail
+
+    seen: list[str] = []
+
+    def mine(data: Any) -> ToolGuardrailFunctionOutput:
+        seen.append(data.context.tool_name)
+        return ToolGuardrailFunctionOutput.allow()
+
+    guard = LoopGuard(LOOP_CONFIG)
+    rec, weather = Recorder(), CountingWeather()
+    model = ScriptedModel([rec.step(), rec.step(), rec.final("done")])
+    agent = guard_agent(Agent(name="w", model=model, tools=[weather.tool]), guard)
+    weather.tool.tool_input_guardrails = []
+    run(agent)  # the first runs copy the tool with an empty list of its own
+
+    model = ScriptedModel([rec.step(), rec.final("done")])
+    weather.tool.tool_input_guardrails.append(ToolInputGuardrail(guardrail_function=mine))
+    run(agent.clone(model=model))
+
+    assert seen == ["get_weather"]

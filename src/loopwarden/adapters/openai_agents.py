@@ -389,19 +389,19 @@ class _Formatter:
 class _GuardedTools:
     """Guarded copies of function tools, one per tool object while it lives.
 
-    A copy is rebuilt when the tool's own guardrail lists change. MCP tools are built afresh
-    by the SDK at every turn, so theirs are copied each time.
+    A copy is rebuilt when the tool changes: any attribute set anew, or a guardrail added to
+    or removed from its own lists. A tool the SDK builds afresh at every turn is copied afresh.
     """
 
     def __init__(self, guardrails: LoopGuardrails) -> None:
         self._guardrails = guardrails
-        self._copies: dict[int, tuple[weakref.ref[FunctionTool], tuple[int, int], FunctionTool]]
+        self._copies: dict[int, tuple[weakref.ref[FunctionTool], tuple[int, ...], FunctionTool]]
         self._copies = {}
         self._lock = threading.Lock()
 
     def guarded(self, tool: FunctionTool) -> FunctionTool:
         key = id(tool)
-        stamp = (id(tool.tool_input_guardrails), id(tool.tool_output_guardrails))
+        stamp = _stamp(tool)
         with self._lock:
             entry = self._copies.get(key)
             if entry is not None and entry[0]() is tool and entry[1] == stamp:
@@ -415,6 +415,12 @@ class _GuardedTools:
             ref = weakref.ref(tool, lambda _ref: self._copies.pop(key, None))
             self._copies[key] = (ref, stamp, guarded)
         return guarded
+
+
+def _stamp(tool: FunctionTool) -> tuple[int, ...]:
+    """Identities of the tool's attributes and of its own guardrails: what a copy was made of."""
+    own = [*(tool.tool_input_guardrails or ()), *(tool.tool_output_guardrails or ())]
+    return (*map(id, vars(tool).values()), -1, *map(id, own))
 
 
 def _others(guardrails: list[Any] | None) -> list[Any]:
