@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_cli, require_module
 
 try:
@@ -207,6 +209,17 @@ def test_repeated_call_is_warned_then_blocked_then_every_call_is_refused(tmp_pat
     shown = json.dumps(done.server.messages[warn_at])
     assert seen[0].message is not None and json.dumps(seen[0].message)[1:-1] in shown
     assert done.result is not None and done.result.session_id == seen[0].session
+
+
+def test_guard_calls_are_awaited_on_an_async_only_store(tmp_path: Path) -> None:
+    # The SDK's hooks run on its event loop: a sync guard call there would block it.
+    _, block_at, stop_at = repeat_points(RECOMMENDED)
+    store = AsyncOnlyStore()
+    guard = LoopGuard(RECOMMENDED, store=store)
+
+    done = asyncio.run(run(guard, Model([[PARIS]] * (stop_at + 1)), tmp_path))
+
+    assert done.tools.executions == block_at - 1 and store.updates > 0
 
 
 def test_ping_pong_is_detected_as_a_bare_guard_would(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_module
 
 try:
@@ -218,6 +220,17 @@ def test_repeated_call_is_warned_then_blocked_then_the_run_stops() -> None:
     }
 
 
+def test_guard_calls_are_awaited_on_an_async_only_store() -> None:
+    # The plugin's callbacks run on ADK's event loop: a sync guard call there would block it.
+    _, block_at, stop_at = repeat_points(RECOMMENDED)
+    store = AsyncOnlyStore()
+    runner, _, tools = make(LoopGuard(RECOMMENDED, store=store), turns(PARIS, repeat=3 * stop_at))
+
+    asyncio.run(run(runner))
+
+    assert tools.executions == block_at - 1 and store.updates > 0
+
+
 def test_next_run_of_the_session_starts_clean() -> None:
     _, block_at, _ = repeat_points(RECOMMENDED)
     guard = LoopGuard(RECOMMENDED)
@@ -413,14 +426,14 @@ def test_a_tool_that_raises_is_recorded_and_the_error_goes_on() -> None:
     agent = LlmAgent(name="weather", model=model, tools=[broken])
     plugin = LoopGuardPlugin(guard)
     app = App(name="app", root_agent=agent, plugins=[plugin])
-    original_end = guard.end_run
+    original_end = guard.aend_run  # the plugin's callbacks are async: it awaits the guard
 
-    def end_run(session: str, run_id: str | None = None, **kw: Any) -> Any:
-        record = original_end(session, run_id, **kw)
+    async def aend_run(session: str, run_id: str | None = None, **kw: Any) -> Any:
+        record = await original_end(session, run_id, **kw)
         ended.append(record)
         return record
 
-    guard.end_run = end_run  # type: ignore[method-assign]
+    guard.aend_run = aend_run  # type: ignore[method-assign]
 
     with pytest.raises(RuntimeError, match="no station in Paris"):
         asyncio.run(run(InMemoryRunner(app=app)))
