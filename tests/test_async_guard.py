@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 import loopwarden as lw
+from _async_only import AsyncOnlyStore
 from loopwarden.store import GuardSession
 from loopwarden.stores.sqlite import SQLiteStore
 
@@ -204,19 +205,6 @@ def test_a_sync_only_store_runs_in_a_worker_thread_on_the_async_path() -> None:
     loop_thread, got = asyncio.run(main())
     assert got == sync_run(lw.LoopGuard(CONFIG))
     assert store.threads and loop_thread not in store.threads
-
-
-class AsyncOnlyStore:
-    """An async-only store: aupdate/apeek over a MemoryStore."""
-
-    def __init__(self) -> None:
-        self.inner = lw.MemoryStore()
-
-    async def aupdate(self, key: str, fn: Callable[[GuardSession], T]) -> T:
-        return await self.inner.aupdate(key, fn)
-
-    async def apeek(self, key: str) -> GuardSession | None:
-        return await self.inner.apeek(key)
 
 
 def test_an_async_only_store_serves_the_async_methods_and_refuses_the_sync_ones() -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_cli, require_module
 
 try:
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "coding_agents"))
 from _clis import claude_env
 from claude_agent_sdk import (
     ClaudeAgentOptions,
+    ClaudeSDKClient,
     HookMatcher,
     ResultMessage,
     create_sdk_mcp_server,
@@ -208,6 +211,17 @@ def test_repeated_call_is_warned_then_blocked_then_every_call_is_refused(tmp_pat
     assert done.result is not None and done.result.session_id == seen[0].session
 
 
+def test_guard_calls_are_awaited_on_an_async_only_store(tmp_path: Path) -> None:
+    # The SDK's hooks run on its event loop: a sync guard call there would block it.
+    _, block_at, stop_at = repeat_points(RECOMMENDED)
+    store = AsyncOnlyStore()
+    guard = LoopGuard(RECOMMENDED, store=store)
+
+    done = asyncio.run(run(guard, Model([[PARIS]] * (stop_at + 1)), tmp_path))
+
+    assert done.tools.executions == block_at - 1 and store.updates > 0
+
+
 def test_ping_pong_is_detected_as_a_bare_guard_would(tmp_path: Path) -> None:
     config = {"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}
     calls = [PARIS, (TIME, {"city": "Paris"})] * 5
@@ -332,3 +346,61 @@ def test_the_docs_example_runs_against_a_looping_model(tmp_path: Path) -> None:
     assert out.strip().endswith(f"answer: {FINAL}")
     # The warning came as context after the 3rd result, not inside a result.
     assert "WARNING: " in json.dumps(server.messages[-1])
+
+
+def test_each_prompt_of_a_client_session_is_a_fresh_run(tmp_path: Path) -> None:
+    _, block_at, _ = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    tools = Tools()
+    prompts = ("weather?", "and again?")
+
+    class PerPrompt:
+        """Repeats the call until ``block_at`` results came since the latest prompt."""
+
+        def reply(self, request: dict[str, Any]) -> Reply:
+            if not request.get("tools"):
+                return Reply(text="ok")
+            messages = request.get("messages", [])
+            latest = max(i for i, m in enumerate(messages) if _says(m, prompts))
+            since = sum(len(tool_results({"messages": [m]})) for m in messages[latest:])
+            return Reply(text=FINAL) if since >= block_at else Reply(tool_calls=[ToolCall(*PARIS)])
+
+    model = PerPrompt()
+
+    async def two_prompts() -> list[str]:
+        sessions = []
+        with FakeAnthropic(model) as server:
+            options = ClaudeAgentOptions(
+                cli_path=str(CLAUDE),
+                cwd=str(tmp_path),
+                env=claude_env(tmp_path) | {"ANTHROPIC_BASE_URL": server.url},
+                mcp_servers={"weather": tools.server},
+                allowed_tools=[WEATHER, TIME],
+                permission_mode="bypassPermissions",
+                setting_sources=[],
+            )
+            async with ClaudeSDKClient(guard_options(options, guard)) as client:
+                for prompt in prompts:
+                    await client.query(prompt)
+                    async for message in client.receive_response():
+                        if isinstance(message, ResultMessage):
+                            sessions.append(message.session_id)
+        return sessions
+
+    sessions = asyncio.run(two_prompts())
+
+    assert len(set(sessions)) == 1  # one conversation
+    assert tools.executions == 2 * (block_at - 1)
+    assert [e.action for e in seen] == ["warn", "block"] * 2
+    assert {e.session for e in seen} == set(sessions)
+    assert len({e.run_id for e in seen}) == 2  # one run per prompt
+
+
+def _says(message: dict[str, Any], texts: tuple[str, ...]) -> bool:
+    """Whether a user message carries one of ``texts`` (a prompt, not a tool result)."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    return any(block.get("type") == "text" and block.get("text") in texts for block in blocks)

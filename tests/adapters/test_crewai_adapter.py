@@ -16,7 +16,10 @@ import importlib.util
 import itertools
 import json
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -327,3 +330,23 @@ def test_loop_surviving_a_summarisation_stops_the_run() -> None:
     assert tools.executions == compact_at + window
     assert isinstance(stop, CrewLoopStopped) and stop.detector == "compaction_loop_persisted"
     assert [e.type for e in seen] == ["compaction.loop_persisted"]
+
+
+def test_the_docs_example_runs_and_the_loop_is_cut() -> None:
+    """examples/integrations/crewai_agent.py as written (docs/integrations.md shows it)."""
+    example = Path(__file__).resolve().parents[2] / "examples/integrations/crewai_agent.py"
+    warning, critical = 3, 5  # the example's thresholds
+    proc = subprocess.run(
+        [sys.executable, str(example)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ.copy(),  # with this module's offline switches
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert out.count(" tool: It is 21C in Paris.") == critical
+    assert out.count(f"WARNING: You have called get_weather {warning} times") == 1
+    blocked = f"identical arguments and identical outcomes {critical} times"
+    assert f"stopped: CRITICAL: Called get_weather with {blocked}" in out

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_module
 
 try:
@@ -22,7 +24,7 @@ try:
 except pytest.skip.Exception as missing:  # skip the whole module (CI fails instead)
     pytest.skip(str(missing), allow_module_level=True)
 
-from google.adk.agents import LlmAgent
+from google.adk.agents import LlmAgent, SequentialAgent
 from google.adk.apps import App
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.events.event import Event
@@ -218,6 +220,17 @@ def test_repeated_call_is_warned_then_blocked_then_the_run_stops() -> None:
     }
 
 
+def test_guard_calls_are_awaited_on_an_async_only_store() -> None:
+    # The plugin's callbacks run on ADK's event loop: a sync guard call there would block it.
+    _, block_at, stop_at = repeat_points(RECOMMENDED)
+    store = AsyncOnlyStore()
+    runner, _, tools = make(LoopGuard(RECOMMENDED, store=store), turns(PARIS, repeat=3 * stop_at))
+
+    asyncio.run(run(runner))
+
+    assert tools.executions == block_at - 1 and store.updates > 0
+
+
 def test_next_run_of_the_session_starts_clean() -> None:
     _, block_at, _ = repeat_points(RECOMMENDED)
     guard = LoopGuard(RECOMMENDED)
@@ -375,3 +388,59 @@ def test_healthy_run_is_untouched() -> None:
     assert model.shown == [{"result": f"It is 21C in City{i}."} for i in range(10)]
     assert final_text(events) == FINAL
     assert seen == []
+
+
+def test_a_stop_ends_the_invocation_for_the_agents_after_it_too() -> None:
+    _, block_at, stop_at = repeat_points(RECOMMENDED)
+    guard = LoopGuard(RECOMMENDED)
+    seen = events_of(guard)
+    tools = Tools()
+    first = Scripted(turns=turns(PARIS, repeat=3 * stop_at))
+    second = Scripted(turns=turns(("get_time", {"city": "Paris"}), repeat=3))
+    pipeline = SequentialAgent(
+        name="pipeline",
+        sub_agents=[
+            LlmAgent(name="looper", model=first, tools=tools.all()),
+            LlmAgent(name="next", model=second, tools=tools.all()),
+        ],
+    )
+    app = App(name="app", root_agent=pipeline, plugins=[LoopGuardPlugin(guard)])
+
+    _, events = asyncio.run(run(InMemoryRunner(app=app)))
+
+    assert tools.executions == block_at - 1
+    assert [e.action for e in seen] == ["warn", "block", "stop"]
+    assert (first.made, second.made) == (stop_at, 0)  # the next agent's model is not asked
+    assert final_text(events) == seen[-1].message
+
+
+def test_a_tool_that_raises_is_recorded_and_the_error_goes_on() -> None:
+    guard = LoopGuard(RECOMMENDED)
+    ended: list[Any] = []
+
+    def broken(city: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"no station in {city}")
+
+    model = Scripted(turns=turns(("broken", {"city": "Paris"})))
+    agent = LlmAgent(name="weather", model=model, tools=[broken])
+    plugin = LoopGuardPlugin(guard)
+    app = App(name="app", root_agent=agent, plugins=[plugin])
+    original_end = guard.aend_run  # the plugin's callbacks are async: it awaits the guard
+
+    async def aend_run(session: str, run_id: str | None = None, **kw: Any) -> Any:
+        record = await original_end(session, run_id, **kw)
+        ended.append(record)
+        return record
+
+    guard.aend_run = aend_run  # type: ignore[method-assign]
+
+    with pytest.raises(RuntimeError, match="no station in Paris"):
+        asyncio.run(run(InMemoryRunner(app=app)))
+
+    assert [record.outcome for record in ended] == ["failed"]
+    # The failed call was recorded with its error as the outcome.
+    state = guard.store.peek(ended[0].session)
+    assert state is not None
+    [call] = state.state.history
+    assert call.tool_name == "broken" and (call.result_hash or "").startswith("error:")

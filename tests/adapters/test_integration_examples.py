@@ -27,7 +27,7 @@ CASES = [
     ("google_adk_agent.py", "google.adk", "google-adk"),
 ]
 # Shown in the doc but run by their adapter's test (they need a model server or a CLI).
-DOC_ONLY = ["claude_agent_sdk_agent.py"]
+DOC_ONLY = ["claude_agent_sdk_agent.py", "crewai_agent.py"]
 WARNING, CRITICAL = 3, 5
 TOOL_OUTPUT = "It is 21C in Paris."
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_module
 
 try:
@@ -250,6 +252,23 @@ def test_async_invoke_goes_through_the_same_guard() -> None:
     assert "WARNING" in seen[WARNING] and seen[-1].startswith("CRITICAL")
 
 
+def test_async_invoke_awaits_the_guard_and_never_calls_it_synchronously() -> None:
+    """Over an async-only store every sync guard call would raise: the run proves none is made."""
+    store = AsyncOnlyStore()
+    guard = LoopGuard(LOOP_CONFIG, store=store)
+    events = events_of(guard)
+    agent, model, weather = make_agent(loop_script(CRITICAL + 1), guard)
+
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("weather?")]}, thread("t1")))
+
+    assert weather.executions == CRITICAL
+    seen = model.tool_results_seen()
+    assert "WARNING" in seen[WARNING] and seen[-1].startswith("CRITICAL")
+    assert [e.action for e in events] == ["warn", "block"]
+    # start, CRITICAL+1 befores, CRITICAL afters, end
+    assert store.updates == 1 + (CRITICAL + 1) + CRITICAL + 1
+
+
 @pytest.mark.parametrize("guard_first", [True, False])
 def test_loop_surviving_summarisation_aborts_with_compaction_loop_persisted(
     guard_first: bool,
@@ -284,3 +303,21 @@ def test_loop_surviving_summarisation_aborts_with_compaction_loop_persisted(
     assert [(e.type, e.detector) for e in events] == [
         ("compaction.loop_persisted", "compaction_loop_persisted")
     ]
+
+
+def test_summarisation_arms_the_guard_through_the_async_path() -> None:
+    window, trigger = 3, 8
+    guard = LoopGuard({"postCompactionGuard": {"windowSize": window}}, store=AsyncOnlyStore())
+    summariser = GenericFakeChatModel(messages=itertools.repeat(AIMessage("Wants Paris weather.")))
+    summarise = SummarizationMiddleware(
+        summariser, trigger=("messages", trigger), keep=("messages", 2)
+    )
+    model = ScriptedModel(messages=loop_script(50), prompts=[])
+    weather = CountingTool()
+    agent = create_agent(model, [weather.tool], middleware=[LoopGuardMiddleware(guard), summarise])
+
+    result = asyncio.run(agent.ainvoke({"messages": [HumanMessage("weather?")]}))
+
+    assert weather.executions == math.ceil((trigger - 1) / 2) + window
+    final = result["messages"][-1]
+    assert final.response_metadata["loopwarden"]["detector"] == "compaction_loop_persisted"

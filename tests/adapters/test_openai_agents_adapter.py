@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_module
 
 try:
@@ -243,9 +245,9 @@ def test_handoff_targets_are_guarded_and_run_record_is_reachable() -> None:
     specialist = Agent(name="weather", model=model, tools=[weather.tool])
     triage = Agent(name="triage", model=model, handoffs=[handoff(specialist)])
     guardrails = LoopGuardrails(guard)
-    guardrails.attach(triage)
+    guarded = guardrails.attach(triage)
 
-    result = run(triage)
+    result = run(guarded)
 
     assert weather.executions == CRITICAL
     assert result.final_output == "I give up."
@@ -281,15 +283,217 @@ def test_mcp_server_tools_are_guarded(tmp_path: Path) -> None:
     assert [e.action for e in events] == ["warn", "block"]
 
 
-def test_guarding_twice_keeps_one_guardrail_pair() -> None:
-    weather = CountingWeather()
-    agent = Agent(name="weather", tools=[weather.tool])
-    guard_agent(agent, LoopGuard())
-    guard_agent(agent, LoopGuard())
-    assert [g.name for g in weather.tool.tool_input_guardrails or []] == ["loopwarden"]
-    assert [g.name for g in weather.tool.tool_output_guardrails or []] == ["loopwarden"]
+def test_guarding_twice_keeps_one_guard_the_latest() -> None:
+    first, second = LoopGuard(LOOP_CONFIG), LoopGuard(LOOP_CONFIG)
+    first_events, second_events = events_of(first), events_of(second)
+    rec, weather = Recorder(), CountingWeather()
+    model = ScriptedModel(loop_steps(rec, CRITICAL + 1))
+    agent = guard_agent(
+        guard_agent(Agent(name="w", model=model, tools=[weather.tool]), first), second
+    )
+
+    run(agent)
+
+    assert weather.executions == CRITICAL
+    assert first_events == [] and [e.action for e in second_events] == ["warn", "block"]
 
 
 def test_a_bad_session_option_is_rejected() -> None:
     with pytest.raises(TypeError, match="session"):
         guard_agent(Agent(name="a"), LoopGuard(), session=3)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue #16: guarding never mutates what the user shares, and covers tools resolved at run time
+
+
+SHARED_EXECUTIONS = {"n": 0}
+
+
+@function_tool
+def shared_weather(city: str) -> str:
+    """Current weather of a city (one module-level tool, shared by two agents)."""
+    SHARED_EXECUTIONS["n"] += 1
+    return f"It is 21C in {city}."
+
+
+def test_guarding_one_agent_leaves_a_shared_tool_and_the_other_agents_guard_alone() -> None:
+    """The issue's case: A guarded with recommended made all 30 calls once B was guarded."""
+    guard_a, guard_b = LoopGuard({"profile": "recommended"}), LoopGuard(LOOP_CONFIG)
+    events_a, events_b = events_of(guard_a), events_of(guard_b)
+    rec = Recorder()
+    model = ScriptedModel(rec.step("shared_weather") for _ in range(30))
+    agent_a = guard_agent(Agent(name="a", model=model, tools=[shared_weather]), guard_a)
+    guard_agent(Agent(name="b", tools=[shared_weather]), guard_b)  # after A, on the same tool
+
+    SHARED_EXECUTIONS["n"] = 0
+    with pytest.raises(LoopStopped):
+        asyncio.run(Runner.run(agent_a, "weather?", max_turns=50))
+
+    assert shared_weather.tool_input_guardrails is None  # the user's tool is untouched
+    assert shared_weather.tool_output_guardrails is None
+    assert [e.action for e in events_a][:2] == ["warn", "block"]  # A keeps its own guard
+    assert events_b == []
+    assert SHARED_EXECUTIONS["n"] == 3  # recommended refuses the 4th identical call
+
+
+def test_tools_added_after_guarding_are_guarded() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    rec, weather = Recorder(), CountingWeather()
+    agent = guard_agent(Agent(name="w", model=ScriptedModel(loop_steps(rec, CRITICAL + 1))), guard)
+    agent.tools.append(weather.tool)
+
+    run(agent)
+
+    assert weather.executions == CRITICAL
+    assert [e.action for e in events] == ["warn", "block"]
+
+
+def test_a_clone_of_the_guarded_agent_with_other_tools_is_guarded() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    events = events_of(guard)
+    rec, weather = Recorder(), CountingWeather()
+    guarded = guard_agent(
+        Agent(name="w", model=ScriptedModel(loop_steps(rec, CRITICAL + 1))), guard
+    )
+
+    run(guarded.clone(tools=[weather.tool]))
+
+    assert weather.executions == CRITICAL
+    assert [e.action for e in events] == ["warn", "block"]
+
+
+def test_the_agent_passed_in_is_left_as_it_was() -> None:
+    weather = CountingWeather()
+    specialist = Agent(name="specialist", tools=[weather.tool])
+    agent = Agent(name="w", tools=[weather.tool], handoffs=[specialist, handoff(specialist)])
+    handoffs_before = list(agent.handoffs)
+
+    guarded = guard_agent(agent, LoopGuard())
+
+    assert guarded is not agent and isinstance(guarded, Agent)
+    assert type(agent) is Agent and type(specialist) is Agent
+    assert agent.handoffs == handoffs_before and agent.handoffs[1] is handoffs_before[1]
+    assert weather.tool.tool_input_guardrails is None
+    assert guarded.name == agent.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue #16: the SDK's default max_turns and the profiles
+
+
+def test_the_default_max_turns_ends_a_loop_before_the_openclaw_profile_acts() -> None:
+    """Why the docs recommend the recommended profile with max_turns=30."""
+    from agents.exceptions import MaxTurnsExceeded
+
+    openclaw = LoopGuard({"enabled": True})  # warns at 10 identical calls, blocks at 20
+    events = events_of(openclaw)
+    weather = CountingWeather()
+    agent = guard_agent(
+        Agent(name="w", model=ScriptedModel(loop_steps(Recorder(), 30)), tools=[weather.tool]),
+        openclaw,
+    )
+    with pytest.raises(MaxTurnsExceeded):
+        asyncio.run(Runner.run(agent, "weather?"))  # the SDK's default max_turns=10
+    assert events == [] and weather.executions == 10
+
+    recommended = LoopGuard({"profile": "recommended"})
+    events = events_of(recommended)
+    weather = CountingWeather()
+    rec = Recorder()
+    agent = guard_agent(
+        Agent(name="w", model=ScriptedModel(loop_steps(rec, 29)), tools=[weather.tool]), recommended
+    )
+    with pytest.raises(LoopStopped):
+        asyncio.run(Runner.run(agent, "weather?", max_turns=30))
+    assert [e.action for e in events][:2] == ["warn", "block"]
+    assert weather.executions == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue #16: repeated calls to a tool that does not exist
+
+
+def test_repeated_calls_to_a_missing_tool_are_seen_through_the_run_config() -> None:
+    from agents import RunConfig
+
+    threshold = 3
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": threshold})
+    events = events_of(guard)
+    rec, weather = Recorder(), CountingWeather()
+    missing = [rec.step("get_wether", city="X") for _ in range(threshold + 1)]
+    model = ScriptedModel([*missing, rec.final("I give up.")])
+    guardrails = LoopGuardrails(guard)
+    agent = guardrails.attach(Agent(name="w", model=model, tools=[weather.tool]))
+    config = guardrails.run_config(RunConfig(tool_not_found_behavior="return_error_to_model"))
+
+    result = asyncio.run(Runner.run(agent, "weather?", max_turns=50, run_config=config))
+
+    model.assert_complete()
+    assert all("not found" in text for text in rec.seen[:threshold])
+    assert rec.seen[threshold].startswith("CRITICAL: attempted unavailable tool get_wether 3 times")
+    assert [e.detector for e in events] == ["unknown_tool_repeat"]
+    assert weather.executions == 0
+    assert result.final_output == "I give up."
+
+
+def test_a_stop_on_a_missing_tool_ends_the_run_and_keeps_the_users_formatter() -> None:
+    from agents import RunConfig
+    from agents.run_config import ToolErrorFormatterArgs
+
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": 2, "stopAfterBlocks": 1})
+    rec = Recorder()
+    model = ScriptedModel([rec.step("get_wether", city="X") for _ in range(5)])
+    guardrails = LoopGuardrails(guard)
+    agent = guardrails.attach(Agent(name="w", model=model, tools=[CountingWeather().tool]))
+
+    def mine(args: ToolErrorFormatterArgs[Any]) -> str:
+        return f"my text for {args.kind}"
+
+    base = RunConfig(tool_not_found_behavior="return_error_to_model", tool_error_formatter=mine)
+    with pytest.raises(AgentLoopStopped) as caught:
+        asyncio.run(
+            Runner.run(agent, "weather?", max_turns=50, run_config=guardrails.run_config(base))
+        )
+
+    assert rec.seen[0] == "my text for tool_not_found"
+    assert caught.value.detector == "unknown_tool_repeat"
+    assert len(rec.seen) == 2  # the stopping answer was read once, then the run ended
+
+
+def test_guard_calls_are_awaited_on_an_async_only_store() -> None:
+    store = AsyncOnlyStore()
+    guard = LoopGuard(LOOP_CONFIG, store=store)
+    rec, weather = Recorder(), CountingWeather()
+    agent = guard_agent(
+        Agent(name="w", model=ScriptedModel(loop_steps(rec, CRITICAL + 1)), tools=[weather.tool]),
+        guard,
+    )
+
+    run(agent)
+
+    assert weather.executions == CRITICAL and store.updates > 0
+
+
+def test_a_guardrail_the_user_adds_to_a_tool_later_still_runs() -> None:
+    from agents import ToolGuardrailFunctionOutput, ToolInputGuardrail
+
+    seen: list[str] = []
+
+    def mine(data: Any) -> ToolGuardrailFunctionOutput:
+        seen.append(data.context.tool_name)
+        return ToolGuardrailFunctionOutput.allow()
+
+    guard = LoopGuard(LOOP_CONFIG)
+    rec, weather = Recorder(), CountingWeather()
+    model = ScriptedModel([rec.step(), rec.step(), rec.final("done")])
+    agent = guard_agent(Agent(name="w", model=model, tools=[weather.tool]), guard)
+    weather.tool.tool_input_guardrails = []
+    run(agent)  # the first runs copy the tool with an empty list of its own
+
+    model = ScriptedModel([rec.step(), rec.final("done")])
+    weather.tool.tool_input_guardrails.append(ToolInputGuardrail(guardrail_function=mine))
+    run(agent.clone(model=model))
+
+    assert seen == ["get_weather"]

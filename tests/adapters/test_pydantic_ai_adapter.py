@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from _async_only import AsyncOnlyStore
+
 from _support import require_module
 
 try:
@@ -49,8 +51,14 @@ class Script:
     ``returns`` collects the tool results shown to the model, ``notes`` any other user-side text.
     """
 
-    def __init__(self, calls: int, args_for: Any = None, compact_at: int | None = None) -> None:
-        self.calls, self.made = calls, 0
+    def __init__(
+        self,
+        calls: int,
+        args_for: Any = None,
+        compact_at: int | None = None,
+        tool: str = "get_weather",
+    ) -> None:
+        self.calls, self.made, self.tool = calls, 0, tool
         self.args_for = args_for or (lambda i: {"city": "Paris"})
         self.compact_at = compact_at
         self.returns: list[tuple[str, str]] = []  # (outcome, text)
@@ -67,7 +75,7 @@ class Script:
             return ModelResponse(parts=[TextPart("I give up.")])
         self.made += 1
         parts: list[Any] = [
-            ToolCallPart("get_weather", self.args_for(self.made), tool_call_id=f"c{next(_ids)}")
+            ToolCallPart(self.tool, self.args_for(self.made), tool_call_id=f"c{next(_ids)}")
         ]
         if self.made == self.compact_at:  # the provider compacted the conversation here
             parts.insert(0, CompactionPart(content="The user wants the weather in Paris."))
@@ -222,3 +230,76 @@ def test_warning_on_a_structured_result_travels_next_to_it() -> None:
     assert [text for _, text in script.returns][WARNING] == '{"city":"Paris","celsius":21}'
     assert len(script.notes) == 2  # the prompt, then the warning as its own user content
     assert script.notes[-1].startswith("WARNING: You have called get_weather 2 times")
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue #16: repeated calls to a tool that does not exist
+
+
+def test_repeated_calls_to_a_missing_tool_are_detected_before_the_model_reads_the_answer() -> None:
+    threshold = 3
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": threshold})
+    events = events_of(guard)
+    script = Script(threshold + 1, tool="get_wether")
+    agent: Agent[None, str] = Agent(
+        script.model, capabilities=[LoopGuardCapability(guard)], retries=10
+    )
+    executions = []
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather of a city."""
+        executions.append(city)
+        return f"It is 21C in {city}."
+
+    result = agent.run_sync("weather?")
+
+    texts = [text for _, text in script.returns]
+    assert all("Unknown tool name: 'get_wether'" in t for t in texts[:threshold])
+    assert texts[threshold] == (
+        '{"error":"CRITICAL: attempted unavailable tool get_wether 3 times. '
+        'Stop retrying that missing tool and answer without it."}'
+    )
+    assert [(e.action, e.detector) for e in events] == [("block", "unknown_tool_repeat")]
+    assert executions == [] and result.output == "I give up."
+
+
+def test_a_stop_on_a_missing_tool_ends_the_run() -> None:
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": 2, "stopAfterBlocks": 1})
+    script = Script(10, tool="get_wether")
+    agent: Agent[None, str] = Agent(
+        script.model, capabilities=[LoopGuardCapability(guard)], retries=10
+    )
+
+    with pytest.raises(AgentRunLoopStopped) as caught:
+        agent.run_sync("weather?")
+
+    assert caught.value.detector == "unknown_tool_repeat"
+    assert script.made == 3  # the 3rd call (after 2 unknown) stops; no model call after it
+
+
+def test_pydantic_ais_own_retry_budget_ends_the_default_run_first() -> None:
+    """Why the docs say the detection needs a larger ``retries``: the default is 1."""
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
+
+    guard = LoopGuard({"enabled": True, "unknownToolThreshold": 3})
+    events = events_of(guard)
+    script = Script(10, tool="get_wether")
+    agent: Agent[None, str] = Agent(script.model, capabilities=[LoopGuardCapability(guard)])
+
+    with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries"):
+        agent.run_sync("weather?")
+    assert script.made == 2 and events == []
+
+
+def test_guard_calls_are_awaited_on_an_async_only_store() -> None:
+    store = AsyncOnlyStore()
+    guard = LoopGuard(LOOP_CONFIG, store=store)
+    events = events_of(guard)
+    script = Script(CRITICAL + 1)
+    agent, counter = make_agent(script, LoopGuardCapability(guard))
+
+    agent.run_sync("weather?")
+
+    assert counter["executions"] == CRITICAL
+    assert [e.action for e in events] == ["warn", "block"] and store.updates > 0

@@ -1,5 +1,5 @@
-"""Framework adapters: loop protection for LangChain, the OpenAI Agents SDK, PydanticAI, Google ADK
-and the Claude Agent SDK.
+"""Framework adapters: loop protection for LangChain, the OpenAI Agents SDK, PydanticAI, Google ADK,
+the Claude Agent SDK and CrewAI.
 
 Each adapter is an optional extra and lives in its own module, imported only when you ask for it,
 so ``import loopwarden`` never pulls in a framework::
@@ -9,6 +9,7 @@ so ``import loopwarden`` never pulls in a framework::
     from loopwarden.adapters.pydantic_ai import LoopGuardCapability    # loopwarden[pydantic-ai]
     from loopwarden.adapters.google_adk import LoopGuardPlugin         # loopwarden[google-adk]
     from loopwarden.adapters.claude_agent_sdk import guard_options  # loopwarden[claude-agent-sdk]
+    from loopwarden.adapters.crewai import guard_crew                  # loopwarden[crewai]
 
 This package itself imports nothing heavy: only the framework-free ``LoopStopped`` error that the
 adapters raise when the guard ends a run.

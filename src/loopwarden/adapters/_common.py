@@ -106,8 +106,10 @@ class RunState:
 
     session: str
     run_id: str
+    started: bool = False  # the guard was told the run started (adapters that start lazily)
     stopped: Decision | None = None
     seen_compactions: set[str] = field(default_factory=set)
+    seen_missing: set[str] = field(default_factory=set)  # calls to missing tools already told
     pending_warnings: dict[str, str] = field(default_factory=dict)
 
 

@@ -124,28 +124,28 @@ class LoopGuardHooks:
             event = parse_event(AGENT, payload)
         except HookInputError:
             return {}  # not an event loopwarden can use: the call goes on untouched
-        answer = self._apply(event)
+        answer = await self._apply(event)
         return _output(answer)
 
-    def _apply(self, event: HookEvent) -> Answer:
+    async def _apply(self, event: HookEvent) -> Answer:
         if event.kind == "prompt":
-            self._start(event.session_id, event.run_id or new_run_id())
+            await self._start(event.session_id, event.run_id or new_run_id())
             return SILENT
-        run = self._current(event)
+        run = await self._current(event)
         # The SDK offers PreCompact (the CLI hook listens to PostCompact): no call comes in
         # between, so arming before the compaction is arming for the calls after it.
         if event.kind == "compaction" or event.name == "PreCompact":
-            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+            await self.guard.aon_compaction_retry(run.session, run_id=run.run_id)
         elif event.kind == "before":
-            return self._before(run, event)
+            return await self._before(run, event)
         elif event.kind == "after":
-            return self._after(run, event)
+            return await self._after(run, event)
         elif event.kind == "turn_end":
-            self._end(_key(event))
+            await self._end(_key(event))
         return SILENT
 
-    def _before(self, run: RunState, event: HookEvent) -> Answer:
-        decision = self.guard.before_tool_call(
+    async def _before(self, run: RunState, event: HookEvent) -> Answer:
+        decision = await self.guard.abefore_tool_call(
             run.session,
             event.tool,
             event.params,
@@ -162,8 +162,8 @@ class LoopGuardHooks:
             return context(event, message)  # Claude Code shows it right after the result
         return SILENT
 
-    def _after(self, run: RunState, event: HookEvent) -> Answer:
-        after = self.guard.after_tool_call(
+    async def _after(self, run: RunState, event: HookEvent) -> Answer:
+        after = await self.guard.aafter_tool_call(
             run.session,
             event.tool,
             event.params,
@@ -180,30 +180,30 @@ class LoopGuardHooks:
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def _start(self, key: str, run_id: str) -> RunState:
-        self._end(key)
+    async def _start(self, key: str, run_id: str) -> RunState:
+        await self._end(key)
         session = key if self._session is None else str(self._session(key))
         run = self._runs.get(key, session, run_id)
-        self.guard.start_run(run.session, run.run_id)
+        await self.guard.astart_run(run.session, run.run_id)
         return run
 
-    def _current(self, event: HookEvent) -> RunState:
+    async def _current(self, event: HookEvent) -> RunState:
         """The run an event belongs to; a run is started when its prompt was not seen."""
         main = self._runs.peek(event.session_id)
         if main is None or (event.run_id is not None and event.run_id != main.run_id):
-            main = self._start(event.session_id, event.run_id or new_run_id())
+            main = await self._start(event.session_id, event.run_id or new_run_id())
         if event.subagent is None:
             return main
         sub = self._runs.peek(_key(event))
         if sub is None:  # a subagent's calls are a run of their own, inside the turn's
             sub = self._runs.get(_key(event), main.session, f"{main.run_id}/agent-{event.subagent}")
-            self.guard.start_run(sub.session, sub.run_id)
+            await self.guard.astart_run(sub.session, sub.run_id)
         return sub
 
-    def _end(self, key: str) -> None:
+    async def _end(self, key: str) -> None:
         run = self._runs.pop(key)
         if run is not None:
-            self.guard.end_run(run.session, run.run_id)
+            await self.guard.aend_run(run.session, run.run_id)
 
 
 def _key(event: HookEvent) -> str:

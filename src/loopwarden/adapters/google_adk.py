@@ -91,8 +91,10 @@ class LoopGuardPlugin(BasePlugin):
         self.guard = guard
         self._session = session
         self._runs: RunBook[str] = RunBook(max_runs)
-        # Per run: how many model responses with tool calls each agent branch has had.
+        # Per run: how many model responses with tool calls each agent has had, and how many
+        # session events were already searched for compactions (the session only appends).
         self._turns: dict[str, dict[str, int]] = {}
+        self._scanned: dict[str, int] = {}
         self._lock = threading.Lock()
         self._max_runs = max_runs
 
@@ -107,19 +109,22 @@ class LoopGuardPlugin(BasePlugin):
             _default_session(invocation_context.session),
             invocation_context.invocation_id,
         )
-        run.seen_compactions.update(_compaction_keys(invocation_context.session.events))
-        self.guard.start_run(run.session, run.run_id)
+        events = invocation_context.session.events
+        run.seen_compactions.update(_compaction_keys(events))
+        with self._lock:
+            self._scanned[run.run_id] = len(events)
+        await self.guard.astart_run(run.session, run.run_id)
         return None
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         """Close the run in the guard."""
-        self._end(invocation_context.invocation_id, "completed")
+        await self._end(invocation_context.invocation_id, "completed")
 
     async def on_run_error_callback(
         self, *, invocation_context: InvocationContext, error: Exception
     ) -> None:
         """Close a run that failed."""
-        self._end(invocation_context.invocation_id, "failed")
+        await self._end(invocation_context.invocation_id, "failed")
 
     # -- model turns ----------------------------------------------------------------------------
 
@@ -128,14 +133,15 @@ class LoopGuardPlugin(BasePlugin):
     ) -> LlmResponse | None:
         """Arm the compaction guard on a fresh compaction; answer for the model once stopped."""
         run = self._run(callback_context)
-        fresh = [
-            key
-            for key in _compaction_keys(callback_context.session.events)
-            if key not in run.seen_compactions
-        ]
+        events = callback_context.session.events
+        with self._lock:
+            start = self._scanned.get(run.run_id, 0)
+            start = 0 if start > len(events) else start  # events were rewound: look again
+            self._scanned[run.run_id] = len(events)
+        fresh = [k for k in _compaction_keys(events[start:]) if k not in run.seen_compactions]
         if fresh:
             run.seen_compactions.update(fresh)
-            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+            await self.guard.aon_compaction_retry(run.session, run_id=run.run_id)
         if run.stopped is None:
             return None
         # A stopped run spends no more model requests: the reason is the model's last word.
@@ -158,6 +164,8 @@ class LoopGuardPlugin(BasePlugin):
                 turns[callback_context.agent_name] = turns.get(callback_context.agent_name, 0) + 1
                 while len(self._turns) > self._max_runs:
                     self._turns.pop(next(iter(self._turns)))
+                while len(self._scanned) > self._max_runs:
+                    self._scanned.pop(next(iter(self._scanned)))
         return None
 
     # -- around each tool call ----------------------------------------------------------------
@@ -167,7 +175,7 @@ class LoopGuardPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         """Ask the guard before the tool runs; a dict returned here replaces the tool's run."""
         run = self._run(tool_context)
-        decision = self.guard.before_tool_call(
+        decision = await self.guard.abefore_tool_call(
             run.session,
             tool.name,
             tool_args,
@@ -193,7 +201,7 @@ class LoopGuardPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         """Record the outcome; put a pending warning into the result the model gets."""
         run = self._run(tool_context)
-        self._after(run, tool, tool_args, tool_context, result=result)
+        await self._after(run, tool, tool_args, tool_context, result=result)
         warning = run.pending_warnings.pop(_call_key(tool_context), None)
         return None if warning is None else _warned(result, warning)
 
@@ -214,7 +222,7 @@ class LoopGuardPlugin(BasePlugin):
             return None
         run = self._run(tool_context)
         text = str(error) or type(error).__name__
-        self._after(run, tool, tool_args, tool_context, error=text)
+        await self._after(run, tool, tool_args, tool_context, error=text)
         warning = run.pending_warnings.pop(_call_key(tool_context), None)
         return None if warning is None else {"error": with_warning(text, warning)}
 
@@ -234,7 +242,7 @@ class LoopGuardPlugin(BasePlugin):
             turn = self._turns.get(context.invocation_id, {}).get(context.agent_name, 0)
         return f"{context.agent_name}#{turn}"
 
-    def _after(
+    async def _after(
         self,
         run: RunState,
         tool: BaseTool,
@@ -242,7 +250,7 @@ class LoopGuardPlugin(BasePlugin):
         context: ToolContext,
         **outcome: Any,
     ) -> None:
-        after = self.guard.after_tool_call(
+        after = await self.guard.aafter_tool_call(
             run.session,
             tool.name,
             tool_args,
@@ -254,12 +262,13 @@ class LoopGuardPlugin(BasePlugin):
         if after.action == "stop":
             run.stopped = run.stopped or after
 
-    def _end(self, run_id: str, outcome: str) -> None:
+    async def _end(self, run_id: str, outcome: str) -> None:
         with self._lock:
             self._turns.pop(run_id, None)
+            self._scanned.pop(run_id, None)
         run = self._runs.pop(run_id)
         if run is not None:
-            self.guard.end_run(run.session, run.run_id, outcome=outcome)
+            await self.guard.aend_run(run.session, run.run_id, outcome=outcome)
 
 
 def _default_session(session: Any) -> str:

@@ -21,12 +21,15 @@ What the model sees:
 The session is the LangGraph thread id (the run id when there is no checkpointer); every
 ``invoke`` gets a fresh run id, kept in private graph state. When LangChain's
 ``SummarizationMiddleware`` compacts the conversation, the post-compaction guard is armed.
+
+``ainvoke`` / ``astream`` run the middleware's async hooks, which call the guard's async
+methods (``abefore_tool_call`` ...): with an ``AsyncRedisStore`` no guard call blocks the loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from loopwarden.adapters._common import (
@@ -104,33 +107,33 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
 
     def before_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Start a fresh run: new run id in private state; summaries already present are old."""
-        run_id = new_run_id()
-        session = _thread_id(runtime) or run_id
-        run = self._runs.get(run_id, session, run_id)
-        run.seen_compactions.update(_summary_ids(state.get("messages", ())))
-        self.guard.start_run(session, run_id)
-        return {_RUN_KEY: run_id}
+        run = self._open_run(state, runtime)
+        self.guard.start_run(run.session, run.run_id)
+        return {_RUN_KEY: run.run_id}
 
     async def abefore_agent(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of ``before_agent``."""
-        return self.before_agent(state, runtime)
+        """Async twin of ``before_agent`` (the guard's async methods)."""
+        run = self._open_run(state, runtime)
+        await self.guard.astart_run(run.session, run.run_id)
+        return {_RUN_KEY: run.run_id}
 
     def after_agent(self, state: LoopGuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Close the run in the guard and forget it here."""
-        run_id = state.get(_RUN_KEY)
-        run = self._runs.pop(run_id) if isinstance(run_id, str) else None
+        run = self._close_run(state)
         if run is not None:
-            outcome = "stopped" if run.stopped is not None else "completed"
-            self.guard.end_run(run.session, run.run_id, outcome=outcome)
+            self.guard.end_run(run.session, run.run_id, outcome=_outcome_of(run))
         return None
 
     async def aafter_agent(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of ``after_agent``."""
-        return self.after_agent(state, runtime)
+        run = self._close_run(state)
+        if run is not None:
+            await self.guard.aend_run(run.session, run.run_id, outcome=_outcome_of(run))
+        return None
 
     # -- before each model call: compaction and stop ----------------------------------------------
 
@@ -140,17 +143,21 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         run = self._run_of(state, runtime)
         if run is None:
             return None
-        self._note_compaction(run, state.get("messages", ()))
-        if run.stopped is None:
-            return None
-        return {"jump_to": "end", "messages": [_stop_message(run.stopped)]}
+        if _fresh_compaction(run, state.get("messages", ())):
+            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+        return _stop_update(run)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
         self, state: LoopGuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of ``before_model``."""
-        return self.before_model(state, runtime)
+        run = self._run_of(state, runtime)
+        if run is None:
+            return None
+        if _fresh_compaction(run, state.get("messages", ())):
+            await self.guard.aon_compaction_retry(run.session, run_id=run.run_id)
+        return _stop_update(run)
 
     # -- around each tool call ----------------------------------------------------------------
 
@@ -160,7 +167,10 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         handler: Callable[[ToolCallRequest], ToolResponse],
     ) -> ToolResponse:
         """Ask the guard before the tool runs, record the outcome after it."""
-        run, decision = self._before(request)
+        run, compacted, call = self._prepare(request)
+        if compacted:
+            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+        decision = self.guard.before_tool_call(*call.args, **call.before)
         if decision.action in ("block", "stop"):
             return self._refuse(run, request, decision)
         try:
@@ -168,17 +178,22 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         except GraphBubbleUp:  # an interrupt is control flow, not an outcome
             raise
         except Exception as exc:
-            self._after(run, request, error=exc)
+            self._stopped_by(run, self.guard.after_tool_call(*call.args, **call.after(error=exc)))
             raise
-        return self._finish(run, request, decision, response)
+        outcome = _outcome(request, response)
+        self._stopped_by(run, self.guard.after_tool_call(*call.args, **call.after(**outcome)))
+        return _with_decision(response, request, decision)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResponse]],
     ) -> ToolResponse:
-        """Async twin of ``wrap_tool_call``."""
-        run, decision = self._before(request)
+        """Async twin of ``wrap_tool_call``: the guard is awaited, never blocks the loop."""
+        run, compacted, call = self._prepare(request)
+        if compacted:
+            await self.guard.aon_compaction_retry(run.session, run_id=run.run_id)
+        decision = await self.guard.abefore_tool_call(*call.args, **call.before)
         if decision.action in ("block", "stop"):
             return self._refuse(run, request, decision)
         try:
@@ -186,9 +201,14 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            self._after(run, request, error=exc)
+            after = await self.guard.aafter_tool_call(*call.args, **call.after(error=exc))
+            self._stopped_by(run, after)
             raise
-        return self._finish(run, request, decision, response)
+        outcome = _outcome(request, response)
+        self._stopped_by(
+            run, await self.guard.aafter_tool_call(*call.args, **call.after(**outcome))
+        )
+        return _with_decision(response, request, decision)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -207,27 +227,32 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             run = self._runs.get(f"thread:{session}", session, session)
         return run
 
-    def _note_compaction(self, run: RunState, messages: Sequence[AnyMessage]) -> None:
-        fresh = [sid for sid in _summary_ids(messages) if sid not in run.seen_compactions]
-        if fresh:
-            run.seen_compactions.update(fresh)
-            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+    def _open_run(self, state: LoopGuardState, runtime: Runtime[Any]) -> RunState:
+        run_id = new_run_id()
+        session = _thread_id(runtime) or run_id
+        run = self._runs.get(run_id, session, run_id)
+        run.seen_compactions.update(_summary_ids(state.get("messages", ())))
+        return run
 
-    def _before(self, request: ToolCallRequest) -> tuple[RunState, Decision]:
+    def _close_run(self, state: LoopGuardState) -> RunState | None:
+        run_id = state.get(_RUN_KEY)
+        return self._runs.pop(run_id) if isinstance(run_id, str) else None
+
+    def _prepare(self, request: ToolCallRequest) -> tuple[RunState, bool, _Call]:
+        """The call's run, whether a summary appeared since the last look, and its guard args."""
         run = self._tool_run(request)
         state = request.state
-        if isinstance(state, dict):
-            self._note_compaction(run, state.get("messages", ()))
+        compacted = isinstance(state, dict) and _fresh_compaction(run, state.get("messages", ()))
         call = request.tool_call
-        decision = self.guard.before_tool_call(
-            run.session,
-            call["name"],
-            call.get("args", {}),
-            run_id=run.run_id,
-            tool_call_id=call.get("id"),
-            batch=_batch_of(state, call.get("id")),
+        guard_call = _Call(
+            (run.session, call["name"], call.get("args", {})),
+            {
+                "run_id": run.run_id,
+                "tool_call_id": call.get("id"),
+                "batch": _batch_of(state, call.get("id")),
+            },
         )
-        return run, decision
+        return run, compacted, guard_call
 
     def _refuse(self, run: RunState, request: ToolCallRequest, decision: Decision) -> ToolMessage:
         if decision.action == "stop":  # the blocked call gets its result, then the run ends
@@ -241,38 +266,62 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
             artifact=decision.blocked_result,
         )
 
-    def _after(self, run: RunState, request: ToolCallRequest, **outcome: Any) -> None:
-        call = request.tool_call
-        after = self.guard.after_tool_call(
-            run.session,
-            call["name"],
-            call.get("args", {}),
-            run_id=run.run_id,
-            tool_call_id=call.get("id"),
-            batch=_batch_of(request.state, call.get("id")),
-            **outcome,
-        )
+    @staticmethod
+    def _stopped_by(run: RunState, after: Decision) -> None:
         if after.action == "stop":
             run.stopped = run.stopped or after
 
-    def _finish(
-        self, run: RunState, request: ToolCallRequest, decision: Decision, response: ToolResponse
-    ) -> ToolResponse:
-        call_id = request.tool_call.get("id")
-        message = _tool_message(response, call_id)
-        if request.tool is None:
-            # No such tool: phrase the outcome the way SPEC §3.1 recognises, so a model that
-            # keeps calling a missing tool trips the unknown-tool detector.
-            self._after(run, request, error=f"Unknown tool: {request.tool_call['name']}")
-        elif message is None:
-            self._after(run, request)  # a Command without a ToolMessage: no outcome to hash
-        elif message.status == "error":
-            self._after(run, request, error=message.text or "error")
-        else:
-            self._after(run, request, result=message.content)
-        if decision.action == "warn" and decision.message:
-            return _append_warning(response, call_id, decision.message)
-        return response
+
+@dataclass(frozen=True)
+class _Call:
+    """The guard's arguments for one tool call: positional, and keywords of before/after."""
+
+    args: tuple[str, str, Any]
+    before: dict[str, Any]
+
+    def after(self, **outcome: Any) -> dict[str, Any]:
+        return {**self.before, **outcome}
+
+
+def _outcome_of(run: RunState) -> str:
+    return "stopped" if run.stopped is not None else "completed"
+
+
+def _fresh_compaction(run: RunState, messages: Sequence[AnyMessage]) -> bool:
+    """Whether a summary the run has not seen is in the conversation (it is now seen)."""
+    fresh = [sid for sid in _summary_ids(messages) if sid not in run.seen_compactions]
+    run.seen_compactions.update(fresh)
+    return bool(fresh)
+
+
+def _stop_update(run: RunState) -> dict[str, Any] | None:
+    """The graph update that ends a stopped run with a final message (None: go on)."""
+    if run.stopped is None:
+        return None
+    return {"jump_to": "end", "messages": [_stop_message(run.stopped)]}
+
+
+def _outcome(request: ToolCallRequest, response: ToolResponse) -> dict[str, Any]:
+    """The after_tool_call keywords that describe what the tool produced."""
+    message = _tool_message(response, request.tool_call.get("id"))
+    if request.tool is None:
+        # No such tool: phrase the outcome the way SPEC §3.1 recognises, so a model that
+        # keeps calling a missing tool trips the unknown-tool detector.
+        return {"error": f"Unknown tool: {request.tool_call['name']}"}
+    if message is None:
+        return {}  # a Command without a ToolMessage: no outcome to hash
+    if message.status == "error":
+        return {"error": message.text or "error"}
+    return {"result": message.content}
+
+
+def _with_decision(
+    response: ToolResponse, request: ToolCallRequest, decision: Decision
+) -> ToolResponse:
+    """The tool's response, with the warning appended when the guard warned."""
+    if decision.action == "warn" and decision.message:
+        return _append_warning(response, request.tool_call.get("id"), decision.message)
+    return response
 
 
 def _batch_of(state: Any, call_id: str | None) -> str | None:

@@ -1,4 +1,4 @@
-"""OpenAI Agents SDK adapter: ``guard_agent(agent, guard)`` adds loop protection to an agent.
+"""OpenAI Agents SDK adapter: ``guard_agent(agent, guard)`` returns a loop-guarded agent.
 
 Requires the ``openai-agents`` extra (``pip install 'loopwarden[openai-agents]'``)::
 
@@ -6,15 +6,22 @@ Requires the ``openai-agents`` extra (``pip install 'loopwarden[openai-agents]'`
     from loopwarden import LoopGuard
     from loopwarden.adapters.openai_agents import LoopStopped, guard_agent
 
-    agent = guard_agent(Agent(name="assistant", tools=[...]), LoopGuard({"enabled": True}))
+    guard = LoopGuard({"profile": "recommended"})
+    agent = guard_agent(Agent(name="assistant", tools=[...]), guard)
     try:
-        result = await Runner.run(agent, "...")
+        result = await Runner.run(agent, "...", max_turns=30)
     except LoopStopped as stop:
         print(stop.reason)
 
-``guard_agent`` attaches a tool input guardrail and a tool output guardrail to every function
-tool and every MCP server of the agent and of the agents it hands off to (hosted tools run at
-the provider and cannot be guarded). What the model sees:
+``guard_agent`` never changes the agent, tools, MCP servers or handoffs you pass: it returns a
+guarded copy of the agent (a clone of the same class). At every turn the SDK asks the agent for
+its tools (``Agent.get_all_tools``, which resolves function tools, MCP servers' tools and
+enabled flags at run time); the guarded copy hands back a copy of each function tool carrying
+loopwarden's tool input and output guardrails next to the tool's own. So tools added to the
+agent's list after guarding, clones of the guarded agent (``agent.clone(tools=[...])``) and
+tools shared with other agents are all covered, and guarding one agent never touches another.
+Handoff targets are guarded the same way (as they are listed when ``guard_agent`` is called).
+Hosted tools run at the provider and cannot be guarded. What the model sees:
 
 - **warn**: the tool runs; its output reaches the model as text with the warning appended.
 - **block**: the tool does not run; ``reject_content`` hands the model the blocked text instead.
@@ -22,12 +29,30 @@ the provider and cannot be guarded). What the model sees:
   ``Runner.run`` raises :class:`AgentLoopStopped` (a :class:`LoopStopped` and an
   ``AgentsException``) whose ``reason`` says why.
 
-Every ``Runner.run`` is a fresh run (one run id per run context). The session is the run id
-unless ``session=`` names one (a string, or a function of the run context).
+**max_turns**: ``Runner.run`` ends a run after 10 turns by default (``MaxTurnsExceeded``), one
+tool call per turn in a typical loop. The ``openclaw`` profile warns at the 10th identical
+call and blocks at the 20th, so with the default the SDK ends the run first and loopwarden never
+acts. Use the ``recommended`` profile (it warns at the 3rd identical result and blocks at the
+4th call) and give ``max_turns`` room above your profile's critical threshold (30 is plenty for
+``recommended``; more than 20 for ``openclaw``).
+
+**Missing tools**: with the SDK's default ``tool_not_found_behavior="raise_error"`` the first
+call to a tool that does not exist raises ``ModelBehaviorError``. With
+``"return_error_to_model"`` the model is told and may retry forever; pass
+``run_config=guardrails.run_config(RunConfig(tool_not_found_behavior="return_error_to_model"))``
+and loopwarden sees each such call through the SDK's ``tool_error_formatter``.
+
+The guardrails await the guard's async methods (``abefore_tool_call`` ...): give the guard an
+``AsyncRedisStore`` and no guard call blocks the event loop. Every ``Runner.run`` is a fresh run
+(one run id per run context). The session is the run id unless ``session=`` names one (a
+string, or a function of the run context).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import inspect
 import threading
 import weakref
 from collections.abc import Callable
@@ -48,6 +73,7 @@ try:
     from agents import (
         Agent,
         FunctionTool,
+        RunConfig,
         ToolGuardrailFunctionOutput,
         ToolInputGuardrail,
         ToolInputGuardrailData,
@@ -56,7 +82,9 @@ try:
     )
     from agents.exceptions import AgentsException
     from agents.handoffs import Handoff
+    from agents.run_config import ToolErrorFormatterArgs
     from agents.run_context import RunContextWrapper
+    from agents.tool import Tool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "loopwarden.adapters.openai_agents needs the OpenAI Agents SDK: "
@@ -113,8 +141,9 @@ class LoopGuardrails:
     """The input/output tool guardrail pair that runs an agent's tool calls through a guard.
 
     ``guard_agent(agent, guard)`` is ``LoopGuardrails(guard).attach(agent)``. Keep the object
-    to find a run in the guard afterwards (``run_of(result.context_wrapper)``), or to guard
-    single tools (``tool.tool_input_guardrails = [guardrails.input]``, likewise ``output``).
+    to find a run in the guard afterwards (``run_of(result.context_wrapper)``), to see calls to
+    missing tools (:meth:`run_config`), or to guard a tool yourself (``input`` and ``output``
+    are the guardrails: ``FunctionTool(..., tool_input_guardrails=[guardrails.input])``).
     """
 
     def __init__(
@@ -139,6 +168,9 @@ class LoopGuardrails:
         self.output: ToolOutputGuardrail[Any] = ToolOutputGuardrail(
             guardrail_function=self._check_output, name=GUARDRAIL_NAME
         )
+        self._classes: dict[type[Any], type[Any]] = {}
+        self._tools = _GuardedTools(self)
+        self._lock = threading.Lock()
 
     def run_of(self, context: RunContextWrapper[Any]) -> tuple[str, str]:
         """The guard ``(session, run_id)`` of the run that ``context`` belongs to.
@@ -151,30 +183,105 @@ class LoopGuardrails:
         return run.session, run.run_id
 
     def attach(self, agent: Agent[Any]) -> Agent[Any]:
-        """Guard ``agent``'s function tools and MCP servers, and its handoff targets'; returns it.
+        """A guarded copy of ``agent`` (and of its handoff targets); ``agent`` is unchanged.
 
-        Attaching replaces loopwarden guardrails attached earlier, so the latest guard wins.
+        Guarding a copy guarded earlier replaces that guard: the latest guard wins.
         """
-        pending, seen = [agent], set()
-        while pending:
-            current = pending.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            for tool in current.tools:
-                if isinstance(tool, FunctionTool):
-                    _attach(tool, self)
-            for server in current.mcp_servers:
-                _attach(server, self)
-            pending.extend(_handoff_targets(current))
-        return agent
+        return self._guarded(agent, {})
+
+    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+        """``base`` (or a default ``RunConfig``) with a ``tool_error_formatter`` that tells the
+        guard about each call to a tool that does not exist.
+
+        The SDK calls the formatter only with ``tool_not_found_behavior="return_error_to_model"``
+        (set it in ``base``). Repeated missing-tool calls then trip the unknown-tool detector:
+        the model reads loopwarden's warning or refusal in place of the SDK's error text, and a
+        stop ends the run at the next turn. Your own formatter, if ``base`` has one, still
+        formats every other error and the missing-tool text loopwarden leaves alone.
+        """
+        base = base if base is not None else RunConfig()
+        return dataclasses.replace(base, tool_error_formatter=_Formatter(self, base))
+
+    # -- guarded copies ------------------------------------------------------------------------
+
+    def _guarded(self, agent: Agent[Any], memo: dict[int, Agent[Any]]) -> Agent[Any]:
+        """A guarded clone of ``agent`` with guarded handoff targets (``memo``: cycles)."""
+        done = memo.get(id(agent))
+        if done is not None:
+            return done
+        clone = agent.clone()
+        clone.__class__ = self._guarded_class(type(agent))  # our own new object
+        memo[id(agent)] = clone
+        clone.handoffs = [self._guarded_handoff(h, memo) for h in agent.handoffs]
+        return clone
+
+    def _guarded_class(self, cls: type[Any]) -> type[Any]:
+        """``cls`` with ``get_all_tools`` guarded by these guardrails (one per class).
+
+        The guardrails live on the class, so clones (``dataclasses.replace`` keeps the class)
+        stay guarded. A class guarded by other guardrails is unwrapped first: latest guard wins.
+        """
+        base: type[Any] = getattr(cls, "_loopwarden_base", cls)
+        with self._lock:
+            guarded = self._classes.get(base)
+            if guarded is None:
+                guarded = type(
+                    base.__name__,
+                    (base,),
+                    {
+                        "__module__": base.__module__,
+                        "__qualname__": base.__qualname__,
+                        "_loopwarden_base": base,
+                        "_loopwarden": self,
+                        "get_all_tools": _guarded_get_all_tools(base),
+                    },
+                )
+                self._classes[base] = guarded
+            return guarded
+
+    def _guarded_handoff(self, item: Any, memo: dict[int, Agent[Any]]) -> Any:
+        if isinstance(item, Agent):
+            return self._guarded(item, memo)
+        if not isinstance(item, Handoff):
+            return item
+        ref = getattr(item, "_agent_ref", None)
+        target = ref() if callable(ref) else None
+        if not isinstance(target, Agent):
+            return item  # a hand-built Handoff: its target is unknown until invoked
+        guarded = self._guarded(target, memo)
+        invoke = item.on_invoke_handoff
+
+        async def on_invoke(context: RunContextWrapper[Any], arguments: str) -> Any:
+            new_agent = await invoke(context, arguments)
+            # The handoff's own target becomes its guarded copy (held here, strongly).
+            return guarded if new_agent is target else new_agent
+
+        copied = dataclasses.replace(item, on_invoke_handoff=on_invoke)
+        copied._agent_ref = weakref.ref(guarded)
+        return copied
+
+    async def _tools_of_turn(
+        self, tools: list[Tool], context: RunContextWrapper[Any]
+    ) -> list[Tool]:
+        """The tools of one turn, guarded; a run the guard stopped ends here."""
+        run = await self._started(context)
+        if run.stopped is not None:
+            raise AgentLoopStopped(run.stopped)
+        return [self._tools.guarded(t) if isinstance(t, FunctionTool) else t for t in tools]
+
+    # -- runs ------------------------------------------------------------------------------------
 
     def _run(self, context: RunContextWrapper[Any]) -> RunState:
-        run_id, first = self._run_ids.of(context)
+        run_id, _ = self._run_ids.of(context)
         session = self._session_of(context, run_id)
-        run = self._runs.get(run_id, session, run_id)
-        if first:
-            self.guard.start_run(session, run_id)
+        return self._runs.get(run_id, session, run_id)
+
+    async def _started(self, context: RunContextWrapper[Any]) -> RunState:
+        """The run of ``context``, started in the guard on first sight."""
+        run = self._run(context)
+        if not run.started:
+            run.started = True
+            await self.guard.astart_run(run.session, run.run_id)
         return run
 
     def _session_of(self, context: RunContextWrapper[Any], run_id: str) -> str:
@@ -184,10 +291,12 @@ class LoopGuardrails:
             return self._session
         return str(self._session(context))
 
-    def _check_input(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+    # -- the guardrails ----------------------------------------------------------------------
+
+    async def _check_input(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
-        run = self._run(context)
-        decision = self.guard.before_tool_call(
+        run = await self._started(context)
+        decision = await self.guard.abefore_tool_call(
             run.session,
             context.tool_name,
             parse_arguments(context.tool_arguments),
@@ -206,10 +315,10 @@ class LoopGuardrails:
             run.pending_warnings[context.tool_call_id] = decision.message
         return ToolGuardrailFunctionOutput.allow()
 
-    def _check_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+    async def _check_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
-        run = self._run(context)
-        after = self.guard.after_tool_call(
+        run = await self._started(context)
+        after = await self.guard.aafter_tool_call(
             run.session,
             context.tool_name,
             parse_arguments(context.tool_arguments),
@@ -230,6 +339,105 @@ class LoopGuardrails:
             with_warning(output_text(data.output), warning)
         )
 
+    async def _missing_tool(self, args: ToolErrorFormatterArgs[Any], text: str) -> str:
+        """A call to a tool that does not exist, through the guard; the text the model reads."""
+        run = await self._started(args.run_context)
+        tool, call_id, batch = args.tool_name, args.call_id, _batch_of(args.run_context)
+        decision = await self.guard.abefore_tool_call(
+            run.session, tool, {}, run_id=run.run_id, tool_call_id=call_id, batch=batch
+        )
+        if decision.action in ("block", "stop"):
+            if decision.action == "stop":
+                run.stopped = run.stopped or decision
+            return stop_reason(decision)
+        # Phrased the way loopwarden's outcome rules name a missing tool.
+        after = await self.guard.aafter_tool_call(
+            run.session,
+            tool,
+            {},
+            error=f"Unknown tool: {tool}",
+            run_id=run.run_id,
+            tool_call_id=call_id,
+            batch=batch,
+        )
+        if after.action == "stop":
+            run.stopped = run.stopped or after
+        if decision.action == "warn" and decision.message:
+            return with_warning(text, decision.message)
+        return text
+
+
+class _Formatter:
+    """``RunConfig.tool_error_formatter``: missing tools through the guard, the rest as before."""
+
+    def __init__(self, guardrails: LoopGuardrails, base: RunConfig) -> None:
+        self._guardrails = guardrails
+        self._user = base.tool_error_formatter
+
+    async def __call__(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
+        text: Any = None
+        if self._user is not None:
+            text = self._user(args)
+            if inspect.isawaitable(text):
+                text = await text
+        if args.kind != "tool_not_found":
+            return text if isinstance(text, str) else None  # None: the SDK's own text
+        base = text if isinstance(text, str) else args.default_message
+        return await self._guardrails._missing_tool(args, base)
+
+
+class _GuardedTools:
+    """Guarded copies of function tools, one per tool object while it lives.
+
+    A copy is rebuilt when the tool changes: any attribute set anew, or a guardrail added to
+    or removed from its own lists. A tool the SDK builds afresh at every turn is copied afresh.
+    """
+
+    def __init__(self, guardrails: LoopGuardrails) -> None:
+        self._guardrails = guardrails
+        self._copies: dict[int, tuple[weakref.ref[FunctionTool], tuple[int, ...], FunctionTool]]
+        self._copies = {}
+        self._lock = threading.Lock()
+
+    def guarded(self, tool: FunctionTool) -> FunctionTool:
+        key = id(tool)
+        stamp = _stamp(tool)
+        with self._lock:
+            entry = self._copies.get(key)
+            if entry is not None and entry[0]() is tool and entry[1] == stamp:
+                return entry[2]
+        guarded = copy.copy(tool)  # the SDK's own copy: rebinds the invoker to the copy
+        ours = self._guardrails
+        guarded.tool_input_guardrails = [*_others(tool.tool_input_guardrails), ours.input]
+        guarded.tool_output_guardrails = [*_others(tool.tool_output_guardrails), ours.output]
+        with self._lock:
+            # The callback runs at garbage collection: a lock-free pop.
+            ref = weakref.ref(tool, lambda _ref: self._copies.pop(key, None))
+            self._copies[key] = (ref, stamp, guarded)
+        return guarded
+
+
+def _stamp(tool: FunctionTool) -> tuple[int, ...]:
+    """Identities of the tool's attributes and of its own guardrails: what a copy was made of."""
+    own = [*(tool.tool_input_guardrails or ()), *(tool.tool_output_guardrails or ())]
+    return (*map(id, vars(tool).values()), -1, *map(id, own))
+
+
+def _others(guardrails: list[Any] | None) -> list[Any]:
+    """A tool's own guardrails, without loopwarden's (a tool guarded by hand, or a copy)."""
+    return [g for g in (guardrails or []) if getattr(g, "name", None) != GUARDRAIL_NAME]
+
+
+def _guarded_get_all_tools(base: type[Any]) -> Callable[..., Any]:
+    """``get_all_tools`` of a guarded agent class: the base class's, then guarded per turn."""
+
+    async def get_all_tools(self: Any, run_context: RunContextWrapper[Any]) -> list[Tool]:
+        tools: list[Tool] = await base.get_all_tools(self, run_context)
+        guardrails: LoopGuardrails = type(self)._loopwarden
+        return await guardrails._tools_of_turn(tools, run_context)
+
+    return get_all_tools
+
 
 def _batch_of(context: RunContextWrapper[Any]) -> str:
     """The batch of a tool call: the model response of the run that asked for it.
@@ -240,45 +448,34 @@ def _batch_of(context: RunContextWrapper[Any]) -> str:
     return f"response-{context.usage.requests}"
 
 
-def _attach(holder: Any, guardrails: LoopGuardrails) -> None:
-    """Put ``guardrails`` on a FunctionTool or MCP server, replacing an earlier loopwarden pair."""
-    for attr, ours in (
-        ("tool_input_guardrails", guardrails.input),
-        ("tool_output_guardrails", guardrails.output),
-    ):
-        existing = [g for g in (getattr(holder, attr, None) or []) if g.name != GUARDRAIL_NAME]
-        setattr(holder, attr, [*existing, ours])
-
-
-def _handoff_targets(agent: Agent[Any]) -> list[Agent[Any]]:
-    targets: list[Agent[Any]] = []
-    for handoff in agent.handoffs:
-        if isinstance(handoff, Agent):
-            targets.append(handoff)
-        elif isinstance(handoff, Handoff):
-            # handoff(agent) keeps a weak reference to its target; a hand-built Handoff may not.
-            ref = getattr(handoff, "_agent_ref", None)
-            target = ref() if callable(ref) else None
-            if isinstance(target, Agent):
-                targets.append(target)
-    return targets
-
-
 def guard_agent(
     agent: Agent[Any],
     guard: LoopGuard,
     *,
     session: SessionKey = None,
 ) -> Agent[Any]:
-    """Attach loop guardrails to ``agent``, its MCP servers and its handoff targets; returns it.
+    """A loop-guarded copy of ``agent``; run the returned agent (``agent`` itself is unchanged).
 
     Args:
-        agent: the starting agent; it is changed in place (its tools get the guardrails).
+        agent: the starting agent. Neither it nor its tools, MCP servers or handoff targets
+            are modified, so objects shared with other agents keep their own guards.
         guard: the ``LoopGuard`` deciding about each call.
         session: the guard session: a fixed name, or a function of the run context (for
             example the conversation id you keep in ``ctx.context``). Default: one per run.
 
-    Guarding again replaces the earlier loopwarden guardrails, so the latest guard wins.
+    The copy's tools are resolved and guarded at every turn: tools added to the agent's list
+    later, and clones of the returned agent, are guarded too. Guarding a guarded agent again
+    replaces the earlier guard (the latest guard wins).
+
+    Give ``Runner.run`` enough turns for loopwarden to act: the SDK's default ``max_turns=10``
+    ends a looping run before the ``openclaw`` profile warns (10th identical call) or blocks
+    (20th). Recommended together::
+
+        guard = LoopGuard({"profile": "recommended"})  # warns at the 3rd, blocks at the 4th
+        result = await Runner.run(guard_agent(agent, guard), text, max_turns=30)
+
+    To also catch repeated calls to tools that do not exist, use :class:`LoopGuardrails` and
+    pass ``run_config=guardrails.run_config(RunConfig(tool_not_found_behavior=
+    "return_error_to_model"))`` to ``Runner.run``.
     """
-    guardrails = LoopGuardrails(guard, session=session)
-    return guardrails.attach(agent)
+    return LoopGuardrails(guard, session=session).attach(agent)

@@ -26,6 +26,16 @@ What the model sees:
 The run id is PydanticAI's ``ctx.run_id``; the session is ``ctx.conversation_id`` (so runs that
 continue a conversation share one history). A ``CompactionPart`` that appears in the conversation
 during a run (provider or application compaction) arms the post-compaction guard.
+
+**Missing tools**: PydanticAI answers a call to a tool that does not exist itself (a retry
+prompt, ``cause="unknown_tool"``), before any tool hook runs, and each one spends the agent's
+retry budget (``retries``, 1 by default: the run fails at the second such call). The capability
+reads those answers in ``before_model_request``, before the model sees them, and tells the
+guard: with a larger budget, repeated calls to a missing tool trip the unknown-tool detector,
+and the model reads loopwarden's warning or refusal in the retry prompt (a stop ends the run).
+
+Every guard call is awaited (``abefore_tool_call`` ...): with an ``AsyncRedisStore`` no guard
+call blocks the event loop.
 """
 
 from __future__ import annotations
@@ -47,7 +57,16 @@ try:
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.capabilities.abstract import WrapRunHandler, WrapToolExecuteHandler
     from pydantic_ai.exceptions import AgentRunError, ToolFailed
-    from pydantic_ai.messages import CompactionPart, ModelMessage, ToolCallPart, ToolReturn
+    from pydantic_ai.messages import (
+        CompactionPart,
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        ToolCallPart,
+        ToolReturn,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import RunContext, ToolDefinition
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -95,7 +114,7 @@ class LoopGuardCapability(AbstractCapability[Any]):
         """Open the run in the guard, close it however the run ends."""
         run = self._run(ctx)
         run.seen_compactions.update(_compaction_keys(ctx.messages))
-        self.guard.start_run(run.session, run.run_id)
+        await self.guard.astart_run(run.session, run.run_id)
         outcome = "failed"
         try:
             result = await handler()
@@ -103,7 +122,49 @@ class LoopGuardCapability(AbstractCapability[Any]):
             return result
         finally:
             self._runs.pop(run.run_id)
-            self.guard.end_run(run.session, run.run_id, outcome=outcome)
+            await self.guard.aend_run(run.session, run.run_id, outcome=outcome)
+
+    # -- before each model request: calls to missing tools ----------------------------------------
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Tell the guard about the calls to missing tools PydanticAI just answered.
+
+        Their answers (retry prompts) are in the newest request; the calls are in the response
+        before it. The guard's refusal or warning replaces or extends the answer's text, in
+        place, so the model and the kept history read the same.
+        """
+        run = self._run(ctx)
+        # The model response that asked for these calls was the previous run step.
+        batch = f"step-{ctx.run_step - 1}"
+        for answer, params in _missing_tool_answers(ctx.messages, run.seen_missing):
+            decision = await self.guard.abefore_tool_call(
+                run.session,
+                answer.tool_name,
+                params,
+                run_id=run.run_id,
+                tool_call_id=answer.tool_call_id,
+                batch=batch,
+            )
+            if decision.action in ("block", "stop"):
+                answer.content = stop_reason(decision)
+                self._stop_if(run, answer.tool_name, decision)
+                continue
+            # Phrased the way loopwarden's outcome rules name a missing tool.
+            after = await self.guard.aafter_tool_call(
+                run.session,
+                answer.tool_name,
+                params,
+                error=f"Unknown tool: {answer.tool_name}",
+                run_id=run.run_id,
+                tool_call_id=answer.tool_call_id,
+                batch=batch,
+            )
+            self._stop_if(run, answer.tool_name, after)
+            if decision.action == "warn" and decision.message:
+                answer.content = with_warning(str(answer.content), decision.message)
+        return request_context
 
     # -- around each tool call ----------------------------------------------------------------
 
@@ -118,11 +179,11 @@ class LoopGuardCapability(AbstractCapability[Any]):
     ) -> Any:
         """Ask the guard before the tool runs, record the outcome after it."""
         run = self._run(ctx)
-        self._note_compaction(run, ctx.messages)
+        await self._note_compaction(run, ctx.messages)
         params = call.args_as_dict()
         # The run step names the model response whose tool calls PydanticAI runs together.
         batch = f"step-{ctx.run_step}"
-        decision = self.guard.before_tool_call(
+        decision = await self.guard.abefore_tool_call(
             run.session,
             call.tool_name,
             params,
@@ -135,9 +196,9 @@ class LoopGuardCapability(AbstractCapability[Any]):
         try:
             result = await handler(args)
         except Exception as exc:
-            self._after(run, call, params, batch, error=_error_text(exc))
+            await self._after(run, call, params, batch, error=_error_text(exc))
             raise
-        self._after(run, call, params, batch, result=_outcome_value(result))
+        await self._after(run, call, params, batch, result=_outcome_value(result))
         if decision.action == "warn" and decision.message:
             return _warned(result, decision.message)
         return result
@@ -152,11 +213,11 @@ class LoopGuardCapability(AbstractCapability[Any]):
             session = ctx.conversation_id or run_id
         return self._runs.get(run_id, session, run_id)
 
-    def _note_compaction(self, run: RunState, messages: Iterable[ModelMessage]) -> None:
+    async def _note_compaction(self, run: RunState, messages: Iterable[ModelMessage]) -> None:
         fresh = [key for key in _compaction_keys(messages) if key not in run.seen_compactions]
         if fresh:
             run.seen_compactions.update(fresh)
-            self.guard.on_compaction_retry(run.session, run_id=run.run_id)
+            await self.guard.aon_compaction_retry(run.session, run_id=run.run_id)
 
     def _refuse(self, run: RunState, call: ToolCallPart, decision: Decision) -> None:
         if decision.action == "stop":
@@ -165,10 +226,10 @@ class LoopGuardCapability(AbstractCapability[Any]):
         # ToolFailed: the model sees a failed tool result, and the tool's retry budget is kept.
         raise ToolFailed(stop_reason(decision))
 
-    def _after(
+    async def _after(
         self, run: RunState, call: ToolCallPart, params: Any, batch: str, **outcome: Any
     ) -> None:
-        after = self.guard.after_tool_call(
+        after = await self.guard.aafter_tool_call(
             run.session,
             call.tool_name,
             params,
@@ -177,9 +238,46 @@ class LoopGuardCapability(AbstractCapability[Any]):
             batch=batch,
             **outcome,
         )
-        if after.action == "stop":
-            run.stopped = run.stopped or after
-            raise AgentRunLoopStopped(after, tool_name=call.tool_name)
+        self._stop_if(run, call.tool_name, after)
+
+    @staticmethod
+    def _stop_if(run: RunState, tool: str, decision: Decision) -> None:
+        """End the run when the guard says stop."""
+        if decision.action == "stop":
+            run.stopped = run.stopped or decision
+            raise AgentRunLoopStopped(decision, tool_name=tool)
+
+
+def _missing_tool_answers(
+    messages: list[ModelMessage], seen: set[str]
+) -> list[tuple[ToolReturnPart, dict[str, Any]]]:
+    """PydanticAI's answers to calls of missing tools in the newest request, not seen before,
+    each with the arguments of its call (marked seen)."""
+    if not messages or not isinstance(messages[-1], ModelRequest):
+        return []
+    answers = [
+        part
+        for part in messages[-1].parts
+        if isinstance(part, ToolReturnPart)
+        and part.retry is not None
+        and part.retry.cause == "unknown_tool"
+        and part.tool_call_id not in seen
+    ]
+    if not answers:
+        return []
+    calls = {
+        part.tool_call_id: part
+        for message in messages[-2:-1]
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, ToolCallPart)
+    }
+    found = []
+    for answer in answers:
+        seen.add(answer.tool_call_id)
+        call = calls.get(answer.tool_call_id)
+        found.append((answer, call.args_as_dict() if call is not None else {}))
+    return found
 
 
 def _compaction_keys(messages: Iterable[ModelMessage]) -> list[str]:
