@@ -427,7 +427,9 @@ class Relay:
             return
         if "method" in message:  # a request or notification of the server: pass it on
             if "id" in message:
-                generation.server_requests.add(_key(message["id"]))
+                key = _key(message["id"])
+                generation.server_requests.add(key)
+                self._stale.pop(key, None)  # a restarted server numbers its requests anew
             await self.out.send(line)
             return
         key = _key(message.get("id"))
@@ -700,7 +702,7 @@ async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
         lines, writer, switched = await _open_stdio()
         relay.out = _ClientOut(writer)
         client = asyncio.ensure_future(relay.pump_client(lines))
-        client.add_done_callback(lambda _: relay.finish(0))
+        client.add_done_callback(lambda task: relay.finish(_client_code(task)))
         code = await relay.exit_code
         client.cancel()
         await relay.shutdown()
@@ -715,6 +717,15 @@ async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
             unsubscribe()
         if events:
             events.close()
+
+
+def _client_code(task: asyncio.Future[None]) -> int:
+    """0 when the client disconnected; 1 (logged) if relaying its messages failed."""
+    if task.cancelled() or task.exception() is None:
+        return 0
+    error = task.exception()
+    _log.error("relaying the client's messages failed", exc_info=error)
+    return 1
 
 
 def _watch_signals(relay: Relay) -> None:
