@@ -307,6 +307,21 @@ def test_filesystem_server_uses_the_clients_roots_as_directly(tmp_path: Path) ->
         assert (str(rooted) in allowed_text) == ("roots" in capabilities)
 
 
+def test_large_file_from_the_filesystem_server_is_seen_as_directly(tmp_path: Path) -> None:
+    """A 3 MB answer from a TypeScript server (it writes the id last) arrives as directly."""
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"line {i:07d} of a large file\n" for i in range(110_000)))
+    server = [str(npm_server("mcp-server-filesystem")), str(tmp_path)]
+
+    async def scenario(session: Any, seen: Observer) -> None:
+        for _ in range(2):
+            await seen.step("read", lambda: session.call_tool("read_text_file", {"path": str(big)}))
+
+    _, through = compare(server, (), scenario, [])
+    text = dict(through.seen)["read"]["content"][0]["text"]
+    assert text == big.read_text()
+
+
 # ---------------------------------------------------------------------------- the Python server
 
 
