@@ -57,7 +57,7 @@ class CallGuard:
         self._batches = 0
         self._compacted_runs: set[str] = set()
 
-    def before(self, call_id: str, params: dict[str, Any]) -> tuple[Decision, ToolCall, bool]:
+    async def before(self, call_id: str, params: dict[str, Any]) -> tuple[Decision, ToolCall, bool]:
         """Check one call; returns the decision, the call, and whether ``params`` changed.
 
         ``params`` loses loopwarden's ``_meta`` keys in place (the server has no use for
@@ -67,17 +67,20 @@ class CallGuard:
         run = run_id or self.connection_run
         if run not in self._runs:
             self._runs.add(run)
-            self.guard.start_run(self.session, run)
+            await self.guard.astart_run(self.session, run)
         if compacted:
             self._compacted_runs.add(run)
-            self.guard.on_compaction_retry(self.session, run_id=run)
+            await self.guard.aon_compaction_retry(self.session, run_id=run)
         name = params.get("name")
         args = params.get("arguments")
         args = {} if args is None else args
         if self._in_flight == 0:
             self._batches += 1
         batch = f"{self.session}-{self._batches}"
-        decision = self.guard.before_tool_call(
+        # The guard's async methods: with a store that waits on the network (Redis), the relay
+        # keeps passing other messages meanwhile. The relay handles the client's messages one
+        # at a time, so batches are counted as they arrive.
+        decision = await self.guard.abefore_tool_call(
             self.session, str(name), args, run_id=run, tool_call_id=call_id, batch=batch
         )
         warning = decision.message if decision.action == "warn" else None
@@ -86,10 +89,12 @@ class CallGuard:
             self._in_flight += 1
         return decision, call, changed
 
-    def after(self, call: ToolCall, *, result: Any = UNDEFINED, error: Any = None) -> list[str]:
+    async def after(
+        self, call: ToolCall, *, result: Any = UNDEFINED, error: Any = None
+    ) -> list[str]:
         """Record the outcome; returns the notes for the model (warning, stop reason)."""
         self._in_flight = max(0, self._in_flight - 1)
-        after = self.guard.after_tool_call(
+        after = await self.guard.aafter_tool_call(
             self.session,
             call.name,
             call.args,
@@ -116,11 +121,11 @@ class CallGuard:
         """The client cancelled the call: it leaves the flight with no outcome recorded."""
         self._in_flight = max(0, self._in_flight - 1)
 
-    def end_runs(self) -> None:
+    async def end_runs(self) -> None:
         """Close every run record of this connection (once)."""
         runs, self._runs = sorted(self._runs), set()
         for run in runs:
-            self.guard.end_run(self.session, run, outcome="disconnected")
+            await self.guard.aend_run(self.session, run, outcome="disconnected")
 
 
 def strip_meta(params: dict[str, Any]) -> tuple[str | None, bool, bool]:

@@ -288,7 +288,7 @@ class Relay:
             await generation.link.close()
         for task in list(self._tasks):
             task.cancel()
-        self.calls.end_runs()
+        await self.calls.end_runs()
 
     def _gone(self) -> str:
         reason = self._failure or "it is not connected"
@@ -354,7 +354,7 @@ class Relay:
         if method == "tools/call":
             params = message.get("params")
             if isinstance(params, dict) and isinstance(params.get("name"), str):
-                decision, call, changed = self.calls.before(str(request_id), params)
+                decision, call, changed = await self.calls.before(str(request_id), params)
                 if decision.action in ("block", "stop"):
                     result = (
                         blocked_call_result(decision)
@@ -466,33 +466,33 @@ class Relay:
         if pending.method == "initialize" and "result" in message:
             self._ready = True
         if pending.call is not None:
-            line = self._finish_call(pending.call, message, line)
+            line = await self._finish_call(pending.call, message, line)
         if not streamed:
             await self.out.send(line)
 
-    def _finish_call(self, call: ToolCall, message: dict[str, Any], line: bytes) -> bytes:
+    async def _finish_call(self, call: ToolCall, message: dict[str, Any], line: bytes) -> bytes:
         """Record a call's outcome; the bytes change only if the model must be told more."""
         if "result" not in message:
             error = message.get("error")
             text = error.get("message") if isinstance(error, dict) else None
-            self.calls.after(call, error=text if isinstance(text, str) else "JSON-RPC error")
+            await self.calls.after(call, error=text if isinstance(text, str) else "JSON-RPC error")
             return line  # a JSON-RPC error passes through unchanged
         result = message["result"]
         if call.task:
             # A task-augmented call answers with the task, not the tool's result: recorded as
             # it is (each task is new, so it never looks like a repeat) and passed through.
-            self.calls.after(call, result=result)
+            await self.calls.after(call, result=result)
             return line
         problem = result_problem(result)
         if problem is not None:
             text = f"the MCP server {self.spec.describe()!r} sent a malformed answer ({problem})"
             _log.error("%s", text)
-            self.calls.after(call, error=text)
+            await self.calls.after(call, error=text)
             return _encode(
                 _response(message.get("id"), text_result(_PROXY_PREFIX + text, is_error=True))
             )
         value, error = outcome_of(result)
-        notes = self.calls.after(call, result=value, error=error)
+        notes = await self.calls.after(call, result=value, error=error)
         if not notes:
             return line
         return _encode({**message, "result": with_notes(result, notes)})
@@ -565,7 +565,7 @@ class Relay:
         """Answer a request the server cannot: ``isError`` for a call, else a JSON-RPC error."""
         text = _PROXY_PREFIX + (reason or self._gone())
         if call is not None:
-            self.calls.after(call, error=text)
+            await self.calls.after(call, error=text)
             await self._answer(request_id, result=text_result(text, is_error=True))
         else:
             await self._answer_error(request_id, text)
@@ -724,7 +724,7 @@ async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
             writer.close()
         return code
     finally:
-        relay.calls.end_runs()
+        await relay.calls.end_runs()
         for fd in switched:
             os.set_blocking(fd, True)
         if unsubscribe:
