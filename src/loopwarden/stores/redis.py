@@ -672,6 +672,27 @@ def _sentinel_path(url: str) -> list[str]:
     return path
 
 
+def _client_options(timeout: float, retry: Any) -> dict[str, Any]:
+    """The options both clients get: bounded timeouts and ``retry``.
+
+    One immediate retry survives a server restart (a stale pooled connection) without turning
+    an outage into a long stall: redis-py's own default backs off for seconds.
+    """
+    return {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": retry,
+        "health_check_interval": 0,
+    }
+
+
+def _cluster_url(url: str, scheme: str, options: dict[str, Any]) -> str:
+    """The plain URL a cluster client takes (``redis+cluster://`` → ``redis://``); cluster
+    clients have no health-check option, so it is dropped from ``options``."""
+    options.pop("health_check_interval")
+    return url.replace(scheme, scheme.split("+")[0], 1)
+
+
 def _connect(url: str, timeout: float) -> Any:
     """A redis-py client for the URL, with bounded timeouts and one quick reconnect retry."""
     try:
@@ -682,20 +703,12 @@ def _connect(url: str, timeout: float) -> Any:
         raise ImportError(
             "RedisStore needs redis-py: pip install 'loopwarden[redis]'" + f" ({exc})"
         ) from None
-    # One immediate retry survives a server restart (a stale pooled connection) without
-    # turning an outage into a long stall: redis-py's own default backs off for seconds.
-    options: dict[str, Any] = {
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "retry": Retry(NoBackoff(), 1),
-        "health_check_interval": 0,
-    }
+    options = _client_options(timeout, Retry(NoBackoff(), 1))
     scheme = urlsplit(url).scheme.lower()
     if scheme.endswith("+cluster"):
         from redis.cluster import RedisCluster
 
-        plain = url.replace(scheme, scheme.split("+")[0], 1)
-        options.pop("health_check_interval")
+        plain = _cluster_url(url, scheme, options)
         return _wrap_connect(url, lambda: RedisCluster.from_url(plain, **options))
     if scheme == "redis+sentinel":
         return _wrap_connect(url, lambda: _sentinel_client(url, options))
@@ -712,18 +725,12 @@ def _aconnect(url: str, timeout: float) -> Any:
         raise ImportError(
             "AsyncRedisStore needs redis-py: pip install 'loopwarden[redis]'" + f" ({exc})"
         ) from None
-    options: dict[str, Any] = {
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "retry": AsyncRetry(NoBackoff(), 1),
-        "health_check_interval": 0,
-    }
+    options = _client_options(timeout, AsyncRetry(NoBackoff(), 1))
     scheme = urlsplit(url).scheme.lower()
     if scheme.endswith("+cluster"):
         from redis.asyncio.cluster import RedisCluster
 
-        plain = url.replace(scheme, scheme.split("+")[0], 1)
-        options.pop("health_check_interval")
+        plain = _cluster_url(url, scheme, options)
         # The async cluster client learns the slots on first use, not at construction.
         return RedisCluster.from_url(plain, **options)
     if scheme == "redis+sentinel":
