@@ -67,11 +67,11 @@ class TrajectoryReport:
     marks: list[Mark] = field(default_factory=list)
     compactions: int = 0
     orphan_results: int = 0
-    # Calls that would not have run under the guard: the blocked ones, the one a stop refused,
-    # and every call recorded after the run was stopped. Unlike calls_after_first_block, the
-    # calls the agent made after a block and the guard let through are not counted: they ran.
-    calls_saved: int = 0
-    saved: list[int] = field(default_factory=list)  # the indices of those calls
+    # The indices of the calls that would not have run under the guard: the blocked ones, the
+    # one a stop refused, and every call recorded after the run was stopped. Unlike
+    # calls_after_first_block_or_stop, calls the agent made after a block and the guard let
+    # through are not among them: they ran.
+    saved: list[int] = field(default_factory=list)
     # The cost, where the transcript records it (None: it does not): the tokens of the model
     # responses that made the calls, and the time from the first call to the last; and of
     # those, what came after the guard would have stopped the run (what a stop saves).
@@ -112,7 +112,12 @@ class TrajectoryReport:
         return next((mark for mark in self.marks if mark.action == "warn"), None)
 
     @property
-    def first_block(self) -> Mark | None:
+    def calls_saved(self) -> int:
+        """How many calls would not have run (see ``saved``)."""
+        return len(self.saved)
+
+    @property
+    def first_block_or_stop(self) -> Mark | None:
         """The first intervention that cut the run short: a blocked call or a run stop."""
         return next((mark for mark in self.marks if mark.action in ("block", "stop")), None)
 
@@ -127,9 +132,9 @@ class TrajectoryReport:
         return next((mark for mark in self.marks if mark.action == "stop"), None)
 
     @property
-    def calls_after_first_block(self) -> int:
+    def calls_after_first_block_or_stop(self) -> int:
         """Calls recorded after the first block or stop: at most what the guard would save."""
-        first = self.first_block
+        first = self.first_block_or_stop
         return 0 if first is None else self.calls - first.index - 1
 
     def to_json(self) -> dict[str, Any]:
@@ -147,7 +152,7 @@ class TrajectoryReport:
             "first_warning": None if warning is None else warning.where(),
             "first_block": _with_message(self.first_blocked_call),
             "stop": _with_message(self.stop),
-            "calls_after_first_block_or_stop": self.calls_after_first_block,
+            "calls_after_first_block_or_stop": self.calls_after_first_block_or_stop,
             "calls_saved": self.calls_saved,
             "cost": {
                 "tokens": self.tokens,
@@ -196,7 +201,6 @@ class Replayer:
             cost.add(item, stopped)
             if stopped:
                 report.timeline.append(NOT_RUN)
-                report.calls_saved += 1
                 report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
@@ -215,8 +219,7 @@ class Replayer:
         )
         _note(report, index, call.tool, before)
         if before.action in ("block", "stop"):
-            report.calls_saved += 1  # this call would not have run
-            report.saved.append(index)
+            report.saved.append(index)  # this call would not have run
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:

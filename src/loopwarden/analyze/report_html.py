@@ -381,7 +381,7 @@ def _setting_label(variant: Variant, row: dict[str, Any]) -> str:
 
 
 def _cost_of(totals: Totals, labelled: bool) -> int:
-    return totals.succeeded_blocked if labelled else totals.with_block
+    return totals.succeeded_blocked if labelled else totals.with_block_or_stop
 
 
 def _sweep_plot(variants: Sequence[Variant], totals: Sequence[Totals], labelled: bool) -> str:
@@ -452,7 +452,7 @@ def _sweep_table(
         median = "—" if first is None else f"{first['median']:g}"
         body.append(
             f"<tr><td>{escape(_setting_label(variant, row))}</td><td>{total.trajectories}</td>"
-            f"<td>{total.with_warning}</td><td>{total.with_block}</td>"
+            f"<td>{total.with_warning}</td><td>{total.with_block_or_stop}</td>"
             f"<td>{total.succeeded_blocked} of {total.succeeded}</td><td>{median}</td>"
             f"<td>{total.calls_saved}</td></tr>"
         )

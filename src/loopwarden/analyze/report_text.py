@@ -133,7 +133,7 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
             f"{plural(report.warnings, 'warning')} in total"
         )
         console.print(Text.assemble("  ", ("warned", "yellow"), rest), soft_wrap=True)
-    first = report.first_block
+    first = report.first_block_or_stop
     # The first block and the stop each get their line and their reason: a run that was
     # blocked and then stopped shows both (the summary counts the stop).
     for mark in (report.first_blocked_call, report.stop):
@@ -144,7 +144,7 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
         if mark is first:
             rest += (
                 f"; {plural(report.blocks, 'call')} blocked, "
-                f"{plural(report.calls_after_first_block, 'later call')} recorded, "
+                f"{plural(report.calls_after_first_block_or_stop, 'later call')} recorded, "
                 f"{plural(report.calls_saved, 'call')} saved"
             )
         console.print(Text.assemble("  ", (verb, "bold red"), rest), soft_wrap=True)

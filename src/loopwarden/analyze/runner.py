@@ -50,9 +50,9 @@ class Totals:
     trajectories: int = 0
     calls: int = 0
     with_warning: int = 0
-    with_block: int = 0
+    with_block_or_stop: int = 0
     stopped: int = 0
-    calls_after_first_block: int = 0
+    calls_after_first_block_or_stop: int = 0
     calls_saved: int = 0
     first_block_indices: list[int] = field(default_factory=list)
     # Runs the transcripts mark as succeeded, and those of them the guard blocked or stopped.
@@ -71,11 +71,11 @@ class Totals:
         self.with_warning += bool(report.warnings)
         self.stopped += report.stopped
         self.calls_saved += report.calls_saved
-        first = report.first_block
+        first = report.first_block_or_stop
         if first is not None:
-            self.with_block += 1
+            self.with_block_or_stop += 1
             self.first_block_indices.append(first.index)
-            self.calls_after_first_block += report.calls_after_first_block
+            self.calls_after_first_block_or_stop += report.calls_after_first_block_or_stop
         if report.succeeded:
             self.succeeded += 1
             self.succeeded_blocked += first is not None
@@ -90,9 +90,9 @@ class Totals:
             "trajectories": self.trajectories,
             "calls": self.calls,
             "with_warning": self.with_warning,
-            "with_block_or_stop": self.with_block,
+            "with_block_or_stop": self.with_block_or_stop,
             "stopped": self.stopped,
-            "calls_after_first_block_or_stop": self.calls_after_first_block,
+            "calls_after_first_block_or_stop": self.calls_after_first_block_or_stop,
             "calls_saved": self.calls_saved,
             "succeeded": self.succeeded,
             "succeeded_with_block_or_stop": self.succeeded_blocked,
@@ -133,7 +133,7 @@ class Analysis:
     @property
     def any_block(self) -> bool:
         """True when any variant would have blocked a call or stopped a run."""
-        return any(totals.with_block for totals in self.totals)
+        return any(totals.with_block_or_stop for totals in self.totals)
 
 
 def collect_sources(paths: Sequence[str]) -> tuple[list[Source], list[str]]:

@@ -162,7 +162,7 @@ def _written(path: str, output: str, analysis: Analysis, code: int) -> Text:
     meaning = {
         0: "exit 0: nothing would have been blocked",
         1: "exit 1: the guard would have blocked calls or stopped runs in "
-        + plural(max(t.with_block for t in analysis.totals), "trajectory"),
+        + plural(max(t.with_block_or_stop for t in analysis.totals), "trajectory"),
         2: "exit 2: some input could not be analysed (errors above)",
     }[code]
     return Text(f"wrote the {output} report to {printable(path)}; {meaning}")
