@@ -30,8 +30,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, replace
@@ -172,6 +174,20 @@ def _plan_history(old: Sequence[str], new: Sequence[str]) -> _Plan:
 # A script call an update needs: (0 = update script, 1 = read script, keys, args).
 _Request = tuple[int, tuple[str, str], list[Any]]
 
+# Between conflicting attempts an update waits a random time up to a bound that doubles from
+# _BACKOFF_FIRST to _BACKOFF_MAX seconds ("full jitter"). Without it two busy workers can keep
+# invalidating each other's attempt in lockstep until one gives up; with it one of them soon
+# commits while the other waits. The first retry is immediate: most conflicts are one-off.
+_BACKOFF_FIRST = 0.0005
+_BACKOFF_MAX = 0.02
+
+
+def _backoff(conflicts: int) -> float:
+    """Seconds to wait after the given number of conflicts in a row (0 after the first)."""
+    if conflicts < 2:
+        return 0.0
+    return random.uniform(0.0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (conflicts - 2)))
+
 
 class _RedisCore:
     """What the sync and async Redis stores share: options, keys, the local cache, the JSON
@@ -239,16 +255,20 @@ class _RedisCore:
 
     def _update_plan(
         self, key: str, fn: Callable[[GuardSession], _T]
-    ) -> Generator[_Request, Any, _T]:
+    ) -> Generator[_Request | float, Any, _T]:
         """One optimistic update: yields each script call, receives its reply, returns fn's.
 
         ``fn`` runs on the cached (or freshly read) session; the update script commits the
         difference if the version token is still the one read, else answers with the
-        current state and ``fn`` runs again on it.
+        current state and ``fn`` runs again on it, after a pause (a float: seconds to wait)
+        once conflicts repeat.
         """
         keys = self.keys_for(key)
         entry, session = self._take(key)
-        for _ in range(self._max_attempts):
+        for attempt in range(self._max_attempts):
+            pause = _backoff(attempt)
+            if pause:
+                yield pause
             if entry is None:
                 entry = _entry_of((yield (1, keys, [])))
             if session is None:
@@ -394,7 +414,11 @@ class RedisStore(_RedisCore):
         try:
             while True:
                 request = plan.send(reply)
-                reply = self._call(partial(self._run_script, *request))
+                if isinstance(request, float):
+                    time.sleep(request)
+                    reply = None
+                else:
+                    reply = self._call(partial(self._run_script, *request))
         except StopIteration as done:
             result: _T = done.value
             return result
@@ -486,12 +510,18 @@ class AsyncRedisStore(_RedisCore):
                 del self._session_locks[key]
 
     async def _aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        import asyncio
+
         plan = self._update_plan(key, fn)
         reply: Any = None
         try:
             while True:
                 request = plan.send(reply)
-                reply = await self._acall(self._arun_script(*request))
+                if isinstance(request, float):
+                    await asyncio.sleep(request)
+                    reply = None
+                else:
+                    reply = await self._acall(self._arun_script(*request))
         except StopIteration as done:
             result: _T = done.value
             return result
