@@ -401,12 +401,3 @@ def _kill_group(pid: int, signum: int) -> None:
             killpg(pid, signum)
         else:  # pragma: no cover - Windows
             os.kill(pid, signum)
-
-
-async def open_link(spec: DownstreamSpec) -> Link:
-    """Start a stdio server or open an HTTP session; raises :class:`DownstreamUnavailable`."""
-    if spec.url is None:
-        return await StdioLink.start(spec)
-    from loopwarden.mcp_proxy._http import HttpLink
-
-    return await HttpLink.start(spec)

@@ -35,7 +35,7 @@ from loopwarden.mcp_proxy._downstream import (
     DownstreamUnavailable,
     LineReader,
     Link,
-    open_link,
+    StdioLink,
     widen_pipe,
     write_line,
 )
@@ -68,6 +68,15 @@ _ANSWER_FIRST = re.compile(rb'\s*\{\s*"(?:result|error)"\s*:')
 
 RETRY_AFTER = 5.0
 """Seconds a failed restart of the server is not retried (so a broken server fails fast)."""
+
+
+async def open_link(spec: DownstreamSpec) -> Link:
+    """Start a stdio server or open an HTTP session; raises :class:`DownstreamUnavailable`."""
+    if spec.url is None:
+        return await StdioLink.start(spec)
+    from loopwarden.mcp_proxy._http import HttpLink  # the MCP SDK: only for a URL
+
+    return await HttpLink.start(spec)
 
 
 @dataclass(frozen=True)
