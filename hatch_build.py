@@ -32,14 +32,15 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 # Compiled together into one extension group (calls between them stay native).
 COMPILED = [
-    "src/loopwarden/_engine.py",
-    "src/loopwarden/canonical.py",
-    "src/loopwarden/detectors.py",
-    "src/loopwarden/history.py",
-    "src/loopwarden/outcome.py",
+    "src/loopwarden/core/_engine.py",
+    "src/loopwarden/core/canonical.py",
+    "src/loopwarden/core/detectors.py",
+    "src/loopwarden/core/history.py",
+    "src/loopwarden/core/outcome.py",
+    "src/loopwarden/core/tool_call.py",
     # Walks every result of the recommended profile; compiled, its walk and gates cost about 15 %
     # less (docs/performance.md). Its regular expressions run in C in both builds.
-    "src/loopwarden/volatile.py",
+    "src/loopwarden/core/volatile.py",
 ]
 # Build-only requirements of the compiled variant (the runtime dependencies are added too: mypy
 # follows the compiled modules' imports into config.py, pydantic, json5 and orjson).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import json5
 
-from loopwarden.config import MAX_CONFIG_BYTES, ConfigError, load_config
+from loopwarden.core.config import MAX_CONFIG_BYTES, ConfigError, load_config
 
 
 def _json5_config(agents: int) -> str:

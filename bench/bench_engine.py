@@ -14,9 +14,10 @@ polls with moving and with stuck output, message sends, file reads of 1 to 20 kB
 exec loops, ping-pong, unknown-tool retries), with a heartbeat run interleaved into the session.
 
 For historySize 30, 1,000 and 10,000 it prints µs per call of the incremental engine
-(``loopwarden``) and of the plain reference engine (``loopwarden.reference``), the share of that
-spent hashing (3 × ``hash_tool_call`` + ``hash_tool_outcome``, the same for both engines), and the
-memory one session holds at the end and at its peak (tracemalloc, separate pass).
+(``loopwarden``) and of the plain reference engine (``loopwarden.core.reference``), the share
+of that spent hashing (3 × ``hash_tool_call`` + ``hash_tool_outcome``, the same for both
+engines), and the memory one session holds at the end and at its peak (tracemalloc, separate
+pass).
 
 The first line names the build measured: the pure-Python .py files (an editable install) or the
 mypyc-compiled engine (a regular wheel, ``pip install .``), with the module's path. Measure the
@@ -58,17 +59,17 @@ from typing import Any, NamedTuple
 
 from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, text_of
 
-from loopwarden import _engine as engine_module
-from loopwarden import detectors as detectors_module
-from loopwarden import history as history_module
-from loopwarden import reference
-from loopwarden.canonical import UNDEFINED, hash_tool_call
 from loopwarden.cli import engine_build, engine_compiled
-from loopwarden.config import ResolvedConfig
-from loopwarden.detectors import detect
+from loopwarden.core import _engine as engine_module
+from loopwarden.core import detectors as detectors_module
+from loopwarden.core import history as history_module
+from loopwarden.core import reference
+from loopwarden.core.canonical import UNDEFINED, hash_tool_call
+from loopwarden.core.config import ResolvedConfig
+from loopwarden.core.detectors import detect
+from loopwarden.core.history import SessionState, record_call, record_outcome
+from loopwarden.core.outcome import hash_tool_outcome
 from loopwarden.guard import LoopGuard
-from loopwarden.history import SessionState, record_call, record_outcome
-from loopwarden.outcome import hash_tool_outcome
 
 HISTORY_SIZES = (30, 1_000, 10_000)
 OPENCLAW_US = {30: 15.9, 1_000: 27.4, 10_000: 126.0}  # issue 3, TypeScript on Node.js 20
@@ -432,7 +433,7 @@ def load_other_guard(src: Path, workload: list[Call]) -> tuple[type[Any], list[C
     sys.path.insert(0, str(src))
     try:
         module = importlib.import_module("loopwarden.guard")
-        undefined = importlib.import_module("loopwarden.canonical").UNDEFINED
+        undefined = importlib.import_module("loopwarden.core.canonical").UNDEFINED
     finally:
         sys.path.remove(str(src))
         for name in ours():
@@ -531,7 +532,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     history_file = history_module.__file__
-    print(f"build: {engine_build()}; loopwarden.history from {history_file}")
+    print(f"build: {engine_build()}; loopwarden.core.history from {history_file}")
     if args.compare is not None and engine_compiled():
         print(f"  (--compare {args.compare} runs that tree's .py files: pure Python)")
     workload = build_workload(shared_dir(args.shared), args.calls)

@@ -30,10 +30,10 @@ from typing import Any, NamedTuple
 
 from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, text_of
 
-from loopwarden import canonical
-from loopwarden.canonical import UNDEFINED, hash_tool_call
 from loopwarden.cli import engine_compiled
-from loopwarden.outcome import hash_tool_outcome
+from loopwarden.core import canonical
+from loopwarden.core.canonical import UNDEFINED, hash_tool_call
+from loopwarden.core.outcome import hash_tool_outcome
 
 
 class Call(NamedTuple):
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     if engine_compiled():
         # The rows below swap canonical.py's functions, which compiled code does not see.
         sys.exit(
-            f"bench_hashing compares the interpreted writers, but loopwarden.canonical is the "
+            f"bench_hashing compares the interpreted writers, but loopwarden.core.canonical is the "
             f"compiled build ({canonical.__file__}): run it from an editable install "
             "(pip install -e .); bench.bench_engine measures either build."
         )

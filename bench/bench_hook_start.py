@@ -62,7 +62,7 @@ STAND_IN = """
 import json, sys
 from loopwarden.guard import LoopGuard
 from loopwarden.stores.sqlite import SQLiteStore
-from loopwarden.config import resolve_config
+from loopwarden.core.config import resolve_config
 event = json.load(sys.stdin)
 guard = LoopGuard(resolve_config({"profile": "recommended"}), store=SQLiteStore())
 run = event.get("prompt_id") or event.get("turn_id")

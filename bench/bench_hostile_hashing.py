@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from loopwarden import LoopGuard
-from loopwarden.canonical import digest_stable, hash_tool_call
 from loopwarden.cli import engine_compiled
-from loopwarden.outcome import hash_tool_outcome
+from loopwarden.core.canonical import digest_stable, hash_tool_call
+from loopwarden.core.outcome import hash_tool_outcome
 
 
 def nested_sets(n: int) -> Any:

@@ -37,11 +37,11 @@ from typing import Any
 
 from loopwarden import LoopGuard, hash_tool_call, resolve_config
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
-from loopwarden.canonical import digest_stable
-from loopwarden.patterns import is_edit_call, mask_numbers
+from loopwarden.core.canonical import digest_stable
+from loopwarden.core.patterns import is_edit_call, mask_numbers
+from loopwarden.core.volatile import VolatileNormalizer
 from loopwarden.transcripts import read_transcripts
 from loopwarden.transcripts.model import ToolCall, Trajectory
-from loopwarden.volatile import VolatileNormalizer
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- end of the generated part; what follows is written by hand -->"

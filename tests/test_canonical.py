@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopwarden import canonical
-from loopwarden.canonical import (
+from loopwarden.core import canonical
+from loopwarden.core.canonical import (
     UNDEFINED,
     digest_stable,
     hash_tool_call,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import loopwarden as lw
-from loopwarden import _engine, canonical, detectors, history, outcome
+from loopwarden.core import _engine, canonical, detectors, history, outcome
 
 # The modules hatch_build.py compiles (all of them or none: one extension group).
 HOT: tuple[types.ModuleType, ...] = (_engine, canonical, detectors, history, outcome)
@@ -34,7 +34,7 @@ def _is_extension(module: types.ModuleType) -> bool:
 def _compiled() -> bool:
     builds = {module.__name__: _is_extension(module) for module in HOT}
     assert len(set(builds.values())) == 1, f"a mixed build: {builds}"
-    compiled = builds["loopwarden.history"]
+    compiled = builds["loopwarden.core.history"]
     # Compiled functions are builtins; the .py files' are Python functions.
     assert isinstance(history.record_call, types.FunctionType) is not compiled
     return compiled

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import loopwarden as lw
-from loopwarden.config import agent_ids
+from loopwarden.core.config import agent_ids
 
 
 def test_defaults_when_nothing_is_configured() -> None:
@@ -278,7 +278,7 @@ def test_validate_config_refuses_a_deep_value_given_directly() -> None:
 
 def test_a_file_over_the_size_limit_is_refused_before_parsing(tmp_path: Path) -> None:
     # Issue 13.6: a 4 MB file took 89 s to parse.
-    from loopwarden.config import MAX_CONFIG_BYTES
+    from loopwarden.core.config import MAX_CONFIG_BYTES
 
     path = tmp_path / "huge.json"
     path.write_text("{" + " " * MAX_CONFIG_BYTES + "}")
@@ -367,14 +367,14 @@ JSON5_INVALID = ["{a: foo}", "[,]", "{,}", "[1,,]", "{a: 1 b: 2}", "[01]", "{a:}
 def test_json5_files_read_the_same_as_the_reference_parser(text: str, tmp_path: Path) -> None:
     import json5
 
-    from loopwarden.config import _parse_json5
+    from loopwarden.core.config import _parse_json5
 
     assert repr(_parse_json5(text, "x")) == repr(json5.loads(text))
 
 
 @pytest.mark.parametrize("text", JSON5_INVALID)
 def test_invalid_json5_is_still_a_syntax_error(text: str) -> None:
-    from loopwarden.config import _parse_json5
+    from loopwarden.core.config import _parse_json5
 
     with pytest.raises(lw.ConfigError, match="syntax error"):
         _parse_json5(text, "x")
@@ -401,7 +401,7 @@ def test_config_files_read_as_the_reference_json5_parser_reads_them(pieces: list
     # both accept has one value, and a text json5 refuses is a syntax error.
     import json5
 
-    from loopwarden.config import _parse_json5
+    from loopwarden.core.config import _parse_json5
 
     text = "".join(pieces)
     try:

@@ -1,6 +1,6 @@
 """The incremental engine against the plain reference engine, step by step (issue 3).
 
-A hypothesis state machine drives ``loopwarden`` (incremental) and ``loopwarden.reference``
+A hypothesis state machine drives ``loopwarden`` (incremental) and ``loopwarden.core.reference``
 (plain list walks) with the same random sequences: calls, outcomes (in order, out of order, for
 older pending records, with and without tool-call ids), detections, run switches (blank, padded,
 non-string run ids), config changes, loops, ping-pong bursts and pickling round trips, under
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import loopwarden as lw
-from loopwarden import history, reference
+from loopwarden.core import history, reference
 
 TOOLS_PARAMS: list[tuple[str, Any]] = [
     ("exec", {"command": "ls"}),

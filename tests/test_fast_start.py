@@ -22,13 +22,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import loopwarden
-from loopwarden._config_schema import block_problems
 from loopwarden.cli import _COMMANDS
-from loopwarden.config import PROFILES, RECOMMENDED_PROFILE, plainly_valid
+from loopwarden.core._config_schema import block_problems
+from loopwarden.core.config import PROFILES, RECOMMENDED_PROFILE, plainly_valid
 
 # Strict validation, terminal output and JSON5: needed by humans checking configs, never by a
 # hook answering a tool call.
-HEAVY = frozenset({"pydantic", "pydantic_core", "rich", "json5", "loopwarden._config_schema"})
+HEAVY = frozenset({"pydantic", "pydantic_core", "rich", "json5", "loopwarden.core._config_schema"})
 EVENTS = Path(__file__).parent / "data" / "coding_agents"
 
 
@@ -114,7 +114,7 @@ def _state_env(tmp_path: Path) -> dict[str, str]:
 # read and validated as `--config FILE` does.
 HOOK_WORK = """
 import json, sys
-from loopwarden.config import load_config
+from loopwarden.core.config import load_config
 from loopwarden.guard import LoopGuard
 from loopwarden.stores.sqlite import SQLiteStore
 event = json.load(sys.stdin)
@@ -166,11 +166,11 @@ def test_an_invalid_config_is_still_judged_by_the_strict_schema(tmp_path: Path) 
     config = tmp_path / "bad.json5"
     config.write_text("{tools: {loopDetection: {historySize: 0, typo: 1}}}")
     code = (
-        "import sys\nfrom loopwarden.config import ConfigError, load_config\n"
+        "import sys\nfrom loopwarden.core.config import ConfigError, load_config\n"
         "try:\n    load_config(sys.argv[1])\nexcept ConfigError as exc:\n    print(exc)\n"
     )
     names = imported(["-c", code, str(config)], tmp_path)
-    assert {"pydantic", "loopwarden._config_schema"} <= names
+    assert {"pydantic", "loopwarden.core._config_schema"} <= names
     assert "json5" not in names  # plain JSON5 is rewritten to JSON (loopwarden._json5)
 
 

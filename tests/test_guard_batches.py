@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from loopwarden.config import resolve_config
-from loopwarden.history import VETO_HASH, ToolCallRecord
-from loopwarden.patterns import consecutive_repeat
+from loopwarden.core.config import resolve_config
+from loopwarden.core.history import VETO_HASH
+from loopwarden.core.patterns import consecutive_repeat
+from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.store import MAX_IDLE_RUNS, restore_session, snapshot_session
 from loopwarden.stores.sqlite import SQLiteStore
 

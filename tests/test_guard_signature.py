@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from loopwarden.canonical import UNDEFINED, hash_tool_call
-from loopwarden.detectors import detect
-from loopwarden.guard import Decision, LoopGuard
-from loopwarden.history import (
+from loopwarden.core.canonical import UNDEFINED, hash_tool_call
+from loopwarden.core.detectors import detect
+from loopwarden.core.history import (
     SessionState,
     recent_run_records,
     record_call,
     record_outcome,
     record_veto,
 )
-from loopwarden.outcome import hash_tool_outcome
+from loopwarden.core.outcome import hash_tool_outcome
+from loopwarden.guard import Decision, LoopGuard
 
 from _support import COMPILED
 

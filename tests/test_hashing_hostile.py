@@ -14,9 +14,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopwarden import LoopGuard, canonical
-from loopwarden.canonical import digest_stable, hash_tool_call, stable_stringify
-from loopwarden.outcome import hash_tool_outcome
+from loopwarden import LoopGuard
+from loopwarden.core import canonical
+from loopwarden.core.canonical import digest_stable, hash_tool_call, stable_stringify
+from loopwarden.core.outcome import hash_tool_outcome
 
 # --------------------------------------------------------------------------------------------
 # Helpers

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from loopwarden.history import VETO_HASH, normalize_run_id, record_veto
+from loopwarden.core.history import VETO_HASH, normalize_run_id, record_veto
 
 from _support import COMPILED
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwarden.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
-from loopwarden.outcome import extract_unknown_tool_name, hash_tool_outcome
+from loopwarden.core.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
+from loopwarden.core.outcome import extract_unknown_tool_name, hash_tool_outcome
 
 from _support import shared_path
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import loopwarden as lw
-from loopwarden.history import ToolCallRecord
-from loopwarden.patterns import (
+from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     SILENT_RESULT,
     SILENT_RESULT_HASH,
@@ -20,6 +19,7 @@ from loopwarden.patterns import (
     next_error_streak,
     strongest,
 )
+from loopwarden.core.tool_call import ToolCallRecord
 
 CFG = lw.resolve_config({"profile": "recommended"})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopwarden.volatile import VolatileNormalizer, validate_patterns
+from loopwarden.core.volatile import VolatileNormalizer, validate_patterns
 
 N = VolatileNormalizer.build()
 
@@ -133,7 +133,7 @@ def test_real_world_patterns_are_accepted(pattern: str) -> None:
 def test_lenient_resolution_drops_a_dangerous_pattern_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from loopwarden.config import resolve_config
+    from loopwarden.core.config import resolve_config
 
     block = {"normalizeVolatile": True, "volatilePatterns": ["(a|a)*$", r"job-\d+"]}
     with caplog.at_level("WARNING", logger="loopwarden"):

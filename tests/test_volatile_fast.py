@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwarden.volatile import BUILTIN_PATTERNS, VolatileNormalizer
+from loopwarden.core.volatile import BUILTIN_PATTERNS, VolatileNormalizer
 
 from _support import shared_path
 

@@ -16,9 +16,9 @@ from loopwarden._version import __version__
 # checkers take any `TYPE_CHECKING` name for it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the eager imports, for type checkers and IDEs
-    from loopwarden.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
-    from loopwarden.compaction import CompactionLoopPersistedError, PostCompactionGuard
-    from loopwarden.config import (
+    from loopwarden.core.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
+    from loopwarden.core.compaction import CompactionLoopPersistedError, PostCompactionGuard
+    from loopwarden.core.config import (
         ConfigError,
         ResolvedConfig,
         ValidatedConfig,
@@ -27,40 +27,41 @@ if TYPE_CHECKING:  # the eager imports, for type checkers and IDEs
         resolve_config,
         validate_config,
     )
-    from loopwarden.detectors import Verdict, detect
-    from loopwarden.errors import LoopStoppedError
+    from loopwarden.core.detectors import Verdict, detect
+    from loopwarden.core.errors import LoopStoppedError
+    from loopwarden.core.history import SessionState, record_call, record_outcome
+    from loopwarden.core.outcome import hash_tool_outcome
+    from loopwarden.core.tool_call import ToolCallRecord
     from loopwarden.events import LoopEvent
     from loopwarden.guard import Decision, LoopGuard
-    from loopwarden.history import SessionState, ToolCallRecord, record_call, record_outcome
-    from loopwarden.outcome import hash_tool_outcome
     from loopwarden.store import AsyncSessionStore, MemoryStore, RunRecord, SessionStore
 
 # Public name -> the module that defines it (kept in step with the imports above by a test).
 _LAZY: dict[str, str] = {
-    "UNDEFINED": "canonical",
-    "digest_stable": "canonical",
-    "hash_tool_call": "canonical",
-    "stable_stringify": "canonical",
-    "CompactionLoopPersistedError": "compaction",
-    "PostCompactionGuard": "compaction",
-    "ConfigError": "config",
-    "ResolvedConfig": "config",
-    "ValidatedConfig": "config",
-    "effective_config": "config",
-    "load_config": "config",
-    "resolve_config": "config",
-    "validate_config": "config",
-    "Verdict": "detectors",
-    "detect": "detectors",
-    "LoopStoppedError": "errors",
+    "UNDEFINED": "core.canonical",
+    "digest_stable": "core.canonical",
+    "hash_tool_call": "core.canonical",
+    "stable_stringify": "core.canonical",
+    "CompactionLoopPersistedError": "core.compaction",
+    "PostCompactionGuard": "core.compaction",
+    "ConfigError": "core.config",
+    "ResolvedConfig": "core.config",
+    "ValidatedConfig": "core.config",
+    "effective_config": "core.config",
+    "load_config": "core.config",
+    "resolve_config": "core.config",
+    "validate_config": "core.config",
+    "Verdict": "core.detectors",
+    "detect": "core.detectors",
+    "LoopStoppedError": "core.errors",
     "LoopEvent": "events",
     "Decision": "guard",
     "LoopGuard": "guard",
-    "SessionState": "history",
-    "ToolCallRecord": "history",
-    "record_call": "history",
-    "record_outcome": "history",
-    "hash_tool_outcome": "outcome",
+    "SessionState": "core.history",
+    "ToolCallRecord": "core.tool_call",
+    "record_call": "core.history",
+    "record_outcome": "core.history",
+    "hash_tool_outcome": "core.outcome",
     "AsyncSessionStore": "store",
     "MemoryStore": "store",
     "RunRecord": "store",

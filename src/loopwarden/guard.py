@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from loopwarden._lazylog import get_logger
-from loopwarden.canonical import UNDEFINED
-from loopwarden.compaction import (
+from loopwarden.core._lazylog import get_logger
+from loopwarden.core.canonical import UNDEFINED
+from loopwarden.core.compaction import (
     CompactionLoopPersistedError,
     CompactionVerdict,
     PostCompactionGuard,
 )
-from loopwarden.config import (
+from loopwarden.core.config import (
     ResolvedConfig,
     effective_config,
     is_full_config,
@@ -30,10 +30,9 @@ from loopwarden.config import (
     resolve_config,
     with_thresholds,
 )
-from loopwarden.detectors import NOT_STUCK, Verdict, detect, is_known_poll
-from loopwarden.errors import LoopStoppedError
-from loopwarden.events import Action, EventType, LoopEvent
-from loopwarden.history import (
+from loopwarden.core.detectors import NOT_STUCK, Verdict, detect, is_known_poll
+from loopwarden.core.errors import LoopStoppedError
+from loopwarden.core.history import (
     call_signature,
     normalize_run_id,
     recent_run_records,
@@ -41,7 +40,7 @@ from loopwarden.history import (
     record_outcome,
     record_veto,
 )
-from loopwarden.patterns import (
+from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     comparable_outcome,
     extra_verdicts,
@@ -50,6 +49,8 @@ from loopwarden.patterns import (
     scan_limit,
     strongest,
 )
+from loopwarden.core.volatile import VolatileNormalizer
+from loopwarden.events import Action, EventType, LoopEvent
 from loopwarden.store import (
     AsyncSessionStore,
     GuardSession,
@@ -59,7 +60,6 @@ from loopwarden.store import (
     SessionStore,
 )
 from loopwarden.stores import StoreUnavailableError
-from loopwarden.volatile import VolatileNormalizer
 
 if TYPE_CHECKING:
     from loopwarden.records import RunRecorder

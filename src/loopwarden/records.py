@@ -33,16 +33,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from loopwarden._lazylog import get_logger
+from loopwarden.core._lazylog import get_logger
 from loopwarden.events import LoopEvent
 
 if TYPE_CHECKING:
-    from loopwarden.guard import LoopGuard
     from loopwarden.store import RunRecord
 
 logger = get_logger("loopwarden.records")  # logging loads on first use: start-up time
+
+
+class _Recorded(Protocol):
+    """What a recorder needs of a guard (``LoopGuard``, which imports this module: named by
+    shape instead of by import, so the two modules do not import each other)."""
+
+    recorder: RunRecorder | None
+
+    def subscribe(self, callback: Callable[[LoopEvent], None]) -> Callable[[], None]: ...
+
 
 PathLike = str | os.PathLike[str]
 
@@ -437,7 +446,7 @@ class RunRecorder:
 
     # -- public API --------------------------------------------------------------------------
 
-    def attach(self, guard: LoopGuard) -> RunRecorder:
+    def attach(self, guard: _Recorded) -> RunRecorder:
         """Record ``guard``'s loop events and run starts/ends; returns self."""
         if getattr(guard, "recorder", None) is not self:
             self._unsubscribes.append(guard.subscribe(self.record_event))

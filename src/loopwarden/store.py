@@ -20,10 +20,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from loopwarden.compaction import PostCompactionGuard
+from loopwarden.core.compaction import PostCompactionGuard
+from loopwarden.core.history import SessionState, has_run_records
+from loopwarden.core.patterns import ErrorStreak
+from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.events import LoopEvent
-from loopwarden.history import SessionState, ToolCallRecord, has_run_records
-from loopwarden.patterns import ErrorStreak
 
 MAX_WARNING_KEYS = 256
 MAX_RUN_RECORDS = 64

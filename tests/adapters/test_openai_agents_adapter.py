@@ -51,8 +51,8 @@ from loopwarden.adapters.openai_agents import (
     LoopGuardrails,
     guard_agent,
 )
-from loopwarden.compaction import CompactionLoopPersistedError
-from loopwarden.errors import LoopStoppedError
+from loopwarden.core.compaction import CompactionLoopPersistedError
+from loopwarden.core.errors import LoopStoppedError
 from loopwarden.events import LoopEvent
 
 set_tracing_disabled(True)

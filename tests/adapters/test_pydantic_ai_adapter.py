@@ -37,7 +37,7 @@ from pydantic_ai.models.test import TestModel
 from loopwarden import LoopGuard
 from loopwarden.adapters import LoopStopped
 from loopwarden.adapters.pydantic_ai import AgentRunLoopStopped, LoopGuardCapability
-from loopwarden.errors import LoopStoppedError
+from loopwarden.core.errors import LoopStoppedError
 from loopwarden.events import LoopEvent
 
 WARNING, CRITICAL = 2, 4

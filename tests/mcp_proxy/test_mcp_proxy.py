@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from loopwarden.config import resolve_config
+from loopwarden.core.config import resolve_config
 
 from _support import require_binary, require_module
 

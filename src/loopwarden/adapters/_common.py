@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from loopwarden.errors import LoopStoppedError
+from loopwarden.core.errors import LoopStoppedError
 
 if TYPE_CHECKING:
     from loopwarden.guard import Decision
@@ -30,7 +30,7 @@ class LoopStopped(LoopStoppedError):
     """The loop guard ended the run; ``reason`` (also ``message``) says why.
 
     Raised by the adapters whose framework ends a run with an exception (OpenAI Agents SDK,
-    PydanticAI). It is a ``loopwarden.errors.LoopStoppedError``, so one ``except`` catches every
+    PydanticAI). It is a ``loopwarden.LoopStoppedError``, so one ``except`` catches every
     way loopwarden ends a run. ``decision`` is the guard's ``Decision`` that ended it,
     ``detector`` the detector that fired (for example ``compaction_loop_persisted``), ``count``
     its count, ``tool_name`` the tool, and ``error`` the ``CompactionLoopPersistedError`` when a

@@ -31,7 +31,7 @@ from loopwarden.analyze.replay import (
 from loopwarden.analyze.report_text import duration
 from loopwarden.analyze.runner import Analysis, Totals
 from loopwarden.analyze.sweep import Variant, sweep_row
-from loopwarden.config import ResolvedConfig
+from loopwarden.core.config import ResolvedConfig
 
 
 def escape(text: str, quote: bool = True) -> str:

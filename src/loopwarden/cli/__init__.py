@@ -37,17 +37,17 @@ _COMMANDS: tuple[str, ...] = (
 
 
 def engine_compiled() -> bool:
-    """True when the hot modules run mypyc-compiled (``loopwarden.history`` is an extension).
+    """True when the hot modules run mypyc-compiled (``loopwarden.core.history`` is an extension).
 
     A regular wheel (``pip install .``) carries the compiled extension modules next to the .py
     files, and the import system prefers the extension; an editable install, a
     ``LOOPWARDEN_PURE=1`` wheel or a failed compilation runs the .py files (see hatch_build.py).
     """
-    history = sys.modules.get("loopwarden.history")
+    history = sys.modules.get("loopwarden.core.history")
     if history is not None:
         origin = history.__file__
     else:  # where the import system would load it from, without running it (fast --version)
-        spec = importlib.util.find_spec("loopwarden.history")
+        spec = importlib.util.find_spec("loopwarden.core.history")
         origin = spec.origin if spec is not None else None
     return str(origin).endswith(tuple(EXTENSION_SUFFIXES))
 

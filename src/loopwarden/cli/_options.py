@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopwarden._terminal import printable
-from loopwarden.config import (
+from loopwarden.core.config import (
     BLOCK_PATH,
     ConfigError,
     ResolvedConfig,

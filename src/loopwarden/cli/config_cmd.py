@@ -11,7 +11,7 @@ from rich.text import Text
 
 from loopwarden._terminal import printable
 from loopwarden.cli._options import add_output_option, error_text
-from loopwarden.config import ConfigError, load_config
+from loopwarden.core.config import ConfigError, load_config
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

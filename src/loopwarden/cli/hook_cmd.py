@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from loopwarden.hooks._protocol import AGENTS
 
 if TYPE_CHECKING:
-    from loopwarden.config import ResolvedConfig
+    from loopwarden.core.config import ResolvedConfig
 
 DEFAULT_PROFILE = "recommended"
 """The profile the hooks use unless the config names one (why: docs/coding-agents.md)."""
@@ -70,8 +70,8 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
-    from loopwarden import _lazylog
-    from loopwarden.canonical import _set_fast_encoder
+    from loopwarden.core import _lazylog
+    from loopwarden.core.canonical import _set_fast_encoder
 
     _lazylog.on_first_use(lambda: _quiet_logging(args.agent))  # logging only when it logs
     _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 def handle(agent: str, text: str, config: str | None, overrides: list[str], db: str | None) -> str:
     """The answer to print for one event (``""``: nothing); failures are logged, never raised."""
-    from loopwarden._lazylog import get_logger
+    from loopwarden.core._lazylog import get_logger
     from loopwarden.hooks._protocol import HookInputError, handles, parse_event
 
     log = get_logger("loopwarden.hooks")
@@ -121,7 +121,7 @@ def hook_config(path: str | None, overrides: list[str]) -> ResolvedConfig:
     ``hooks install`` and ``hooks status`` check the same inputs strictly.
     """
     from loopwarden.cli._options import apply_overrides
-    from loopwarden.config import (
+    from loopwarden.core.config import (
         effective_config,
         is_full_config,
         read_config_file,

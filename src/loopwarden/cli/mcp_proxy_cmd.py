@@ -17,7 +17,7 @@ from typing import Any
 
 from loopwarden._terminal import printable
 from loopwarden.cli._options import add_config_options, config_from_args, error_text
-from loopwarden.config import ConfigError
+from loopwarden.core.config import ConfigError
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loopwarden.canonical import UNDEFINED
+from loopwarden.core.canonical import UNDEFINED
 
 AGENTS: tuple[str, ...] = ("claude-code", "codex", "gemini-cli")
 """The coding CLIs ``loopwarden hook`` speaks to."""

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loopwarden.canonical import hash_tool_call
-from loopwarden.config import ResolvedConfig
+from loopwarden.core.canonical import hash_tool_call
+from loopwarden.core.config import ResolvedConfig
 from loopwarden.events import LoopEvent
 from loopwarden.guard import Decision, LoopGuard
 from loopwarden.hooks._protocol import (

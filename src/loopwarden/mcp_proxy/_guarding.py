@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from loopwarden.canonical import UNDEFINED
+from loopwarden.core.canonical import UNDEFINED
 from loopwarden.events import LoopEvent
 from loopwarden.guard import Decision, LoopGuard
 

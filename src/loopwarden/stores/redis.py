@@ -41,8 +41,8 @@ from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from loopwarden._lazylog import quiet_unless_configured
-from loopwarden.history import ToolCallRecord
+from loopwarden.core._lazylog import quiet_unless_configured
+from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.store import (
     GuardSession,
     record_to_dict,

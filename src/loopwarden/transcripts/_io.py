@@ -66,7 +66,7 @@ def warn_read(message: str) -> None:
     if found is not None:
         found.append(message)
     else:
-        from loopwarden._lazylog import get_logger
+        from loopwarden.core._lazylog import get_logger
 
         get_logger("loopwarden").warning("%s", message)
 

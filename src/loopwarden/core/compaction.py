@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loopwarden.errors import LoopStoppedError
+from loopwarden.core.errors import LoopStoppedError
 
 DETECTOR = "compaction_loop_persisted"
 

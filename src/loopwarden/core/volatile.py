@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loopwarden._lazylog import get_logger
+from loopwarden.core._lazylog import get_logger
 
 # The stdlib's own regex parser (already loaded by `re`), to check user patterns' structure.
 # Imported by name: the type stubs know neither re._parser (3.11+) nor what it returns.

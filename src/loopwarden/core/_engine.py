@@ -34,12 +34,10 @@ Thread safety is the caller's job (``LoopGuard`` holds a per-session lock).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from loopwarden.canonical import hash_tool_call
-
-if TYPE_CHECKING:
-    from loopwarden.history import ToolCallRecord
+from loopwarden.core.canonical import hash_tool_call
+from loopwarden.core.tool_call import ToolCallRecord
 
 RunKey = str | None
 SigKey = Any  # the signature string; (tool, signature) for a foreign record whose two disagree

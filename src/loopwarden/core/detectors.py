@@ -1,9 +1,9 @@
 """SPEC §5 — detection: the verdict about the *next* call, from the run's history.
 
 ``detect`` reads the measurements of §5 (U, N, R, poll, P) from the run's incremental state
-(``loopwarden._engine``, kept current by ``record_call`` / ``record_outcome``), so it costs O(1)
+(``_engine``, kept current by ``record_call`` / ``record_outcome``), so it costs O(1)
 whatever ``historySize`` is, and applies the rule table, first match wins. The definitions as
-walks over the history are in ``loopwarden.reference`` (the test oracle).
+walks over the history are in ``loopwarden.core.reference`` (the test oracle).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from loopwarden._engine import _Run
-from loopwarden._engine import signature as signature_of
-from loopwarden.config import ResolvedConfig, resolve_config
-from loopwarden.history import SessionState, _checked_signature
+from loopwarden.core._engine import _Run
+from loopwarden.core._engine import signature as signature_of
+from loopwarden.core.config import ResolvedConfig, resolve_config
+from loopwarden.core.history import SessionState, _checked_signature
 
 Level = Literal["warning", "critical"]
 

@@ -1,9 +1,9 @@
 """SPEC §4 — a session's tool-call history: records, call and outcome recording, trimming.
 
 ``SessionState`` keeps the records in a deque (oldest first) and, per run, the incremental state
-of ``loopwarden._engine``, so that recording and detection cost O(1) per call whatever
+of ``loopwarden.core._engine``, so that recording and detection cost O(1) per call whatever
 ``historySize`` is. The plain list-walking engine this replaces lives on, unchanged, in
-``loopwarden.reference`` as the test oracle.
+``loopwarden.core.reference`` as the test oracle.
 """
 
 from __future__ import annotations
@@ -11,58 +11,17 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from typing import Any
 
-from loopwarden._engine import Memo, RunKey, _Run, signature_key
-from loopwarden._engine import signature as signature_of
-from loopwarden.canonical import UNDEFINED, js_trim
-from loopwarden.config import ResolvedConfig, resolve_config
-from loopwarden.outcome import hash_tool_outcome
+from loopwarden.core._engine import Memo, RunKey, _Run, signature_key
+from loopwarden.core._engine import signature as signature_of
+from loopwarden.core.canonical import UNDEFINED, js_trim
+from loopwarden.core.config import ResolvedConfig, resolve_config
+from loopwarden.core.outcome import hash_tool_outcome
+from loopwarden.core.tool_call import ToolCallRecord
 
 ConfigLike = Mapping[str, Any] | ResolvedConfig | None
-
-
-@dataclass(slots=True, init=False)
-class ToolCallRecord:
-    """One recorded tool call; ``result_hash`` is filled when its outcome arrives.
-
-    Records are owned by their ``SessionState``: change them only through ``record_call`` and
-    ``record_outcome``, since the session's counters follow those two functions.
-    """
-
-    tool_name: str
-    args_hash: str
-    tool_call_id: str | None = None
-    run_id: str | None = None
-    result_hash: str | None = None
-    unknown_tool_name: str | None = None
-    timestamp: float = 0.0
-
-    def __init__(
-        self,
-        tool_name: str,
-        args_hash: str,
-        tool_call_id: str | None = None,
-        run_id: str | None = None,
-        result_hash: str | None = None,
-        unknown_tool_name: str | None = None,
-        timestamp: float = 0.0,
-    ) -> None:
-        # Written out instead of generated (init=False): the compiled build runs this as native
-        # code, where the generated __init__ would be interpreted, once per recorded call.
-        self.tool_name = tool_name
-        self.args_hash = args_hash
-        self.tool_call_id = tool_call_id
-        self.run_id = run_id
-        self.result_hash = result_hash
-        self.unknown_tool_name = unknown_tool_name
-        self.timestamp = timestamp
-
-    def __reduce__(self) -> tuple[type[ToolCallRecord], tuple[object, ...]]:
-        # Copy and pickle through the constructor: the compiled class's __new__ runs __init__,
-        # so the default protocol (an empty object, then its state) fails there.
-        return (ToolCallRecord, tuple(getattr(self, field.name) for field in fields(self)))
 
 
 class SessionState:

@@ -2,7 +2,7 @@
 
 This is the original list-and-linear-walk implementation of SPEC §4 (history) and §5 (detection):
 obviously correct, O(historySize) per call. ``tests/test_engine_differential.py`` drives it and the
-incremental engine (``loopwarden.history`` / ``loopwarden.detectors``) with the same random
+incremental engine (``history`` / ``detectors`` in this package) with the same random
 sequences and asserts identical verdicts, records and histories after every step.
 
 Nothing in the package imports this module at run time. Only the data types (``ToolCallRecord``,
@@ -19,11 +19,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from loopwarden.canonical import UNDEFINED, hash_tool_call, js_trim
-from loopwarden.config import ResolvedConfig, resolve_config
-from loopwarden.detectors import Verdict
-from loopwarden.history import ToolCallRecord
-from loopwarden.outcome import hash_tool_outcome
+from loopwarden.core.canonical import UNDEFINED, hash_tool_call, js_trim
+from loopwarden.core.config import ResolvedConfig, resolve_config
+from loopwarden.core.detectors import Verdict
+from loopwarden.core.outcome import hash_tool_outcome
+from loopwarden.core.tool_call import ToolCallRecord
 
 ConfigLike = Mapping[str, Any] | ResolvedConfig | None
 Level = Literal["warning", "critical"]

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loopwarden.canonical import UNDEFINED, digest_stable
-from loopwarden.config import ResolvedConfig
-from loopwarden.detectors import Level, Verdict
-from loopwarden.history import VETO_HASH, ToolCallRecord
+from loopwarden.core.canonical import UNDEFINED, digest_stable
+from loopwarden.core.config import ResolvedConfig
+from loopwarden.core.detectors import Level, Verdict
+from loopwarden.core.history import VETO_HASH
+from loopwarden.core.tool_call import ToolCallRecord
 
 
 def scan_limit(config: ResolvedConfig) -> int:

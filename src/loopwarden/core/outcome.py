@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection
 from typing import Any, Final
 
-from loopwarden.canonical import (
+from loopwarden.core.canonical import (
     _JS_WHITESPACE,
     UNDEFINED,
     _float_text,

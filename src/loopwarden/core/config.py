@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 # Import time matters here: a coding-agent hook imports this module on every tool call. The
-# strict schema (pydantic, in loopwarden._config_schema) and pyjson5 load only when a config is
+# strict schema (pydantic, in loopwarden.core._config_schema) and pyjson5 load only when a config is
 # validated or read, never for the lenient runtime resolution.
 
 BLOCK_PATH = "tools.loopDetection"
@@ -343,7 +343,7 @@ def _resolve_patterns(patterns: object) -> tuple[str, ...]:
     """The valid, safe ``volatilePatterns``; an unsafe one is dropped (and logged), never run."""
     if not isinstance(patterns, list) or not patterns:
         return ()
-    from loopwarden.volatile import safe_patterns
+    from loopwarden.core.volatile import safe_patterns
 
     return safe_patterns(patterns, BLOCK_PATH)
 
@@ -407,7 +407,7 @@ def agent_ids(full_config: Mapping[str, Any]) -> list[str]:
 # §1.2 strict validation
 
 
-# The fast path of strict validation. pydantic (loopwarden._config_schema) is the one authority
+# The fast path of strict validation. pydantic (loopwarden.core._config_schema) is the one authority
 # on what is valid, but importing it and building the schema costs ~100 ms: too much for a hook
 # process that reads its config file on every tool call. A block made only of plainly valid
 # values (known keys; exact ints in range, bools, the known profiles, compiling patterns) is
@@ -442,7 +442,7 @@ def _plain_patterns(value: object) -> bool:
         return True
     if type(value) is not list or not all(type(p) is str for p in value):
         return False
-    from loopwarden.volatile import validate_patterns
+    from loopwarden.core.volatile import validate_patterns
 
     return not validate_patterns(value)
 
@@ -505,7 +505,7 @@ def plainly_valid(block: object) -> bool:
 def _block_problems(block: object, prefix: str) -> list[str]:
     if plainly_valid(block):
         return []
-    from loopwarden._config_schema import block_problems  # pydantic: only when not sure
+    from loopwarden.core._config_schema import block_problems  # pydantic: only when not sure
 
     return block_problems(block, prefix)
 

@@ -1,6 +1,6 @@
 """SPEC §1.2 — the strict ``tools.loopDetection`` schema (pydantic models), loaded on demand.
 
-Kept out of :mod:`loopwarden.config` on purpose: building these models imports pydantic and
+Kept out of :mod:`loopwarden.core.config` on purpose: building these models imports pydantic and
 compiles its validators, which costs more than the rest of a hook process's start. Only strict
 validation (``validate_config``, ``load_config``, ``loopwarden config check``, ``--set``)
 imports this module; the lenient runtime path (``resolve_config``) never does.
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic.functional_validators import BeforeValidator
 
-from loopwarden.volatile import validate_patterns
+from loopwarden.core.volatile import validate_patterns
 
 
 def _strict_positive(value: object) -> object:
