@@ -433,7 +433,7 @@ def load_other_guard(src: Path, workload: list[Call]) -> tuple[type[Any], list[C
     sys.path.insert(0, str(src))
     try:
         module = importlib.import_module("loopwarden.guard")
-        undefined = importlib.import_module("loopwarden.core.canonical").UNDEFINED
+        undefined = importlib.import_module("loopwarden").UNDEFINED  # public in every tree
     finally:
         sys.path.remove(str(src))
         for name in ours():
