@@ -27,6 +27,7 @@ except pytest.skip.Exception as missing:  # skip the whole module (CI fails inst
 
 from agents import (
     Agent,
+    AgentHooks,
     Runner,
     RunResult,
     function_tool,
@@ -497,3 +498,92 @@ def test_a_guardrail_the_user_adds_to_a_tool_later_still_runs() -> None:
     run(agent.clone(model=model))
 
     assert seen == ["get_weather"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The end of a run: a final output, or a stop; the user's own agent hooks keep working
+
+
+class CountingHooks(AgentHooks[Any]):
+    """The user's hooks: counts what the SDK called on them."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def on_start(self, context: Any, agent: Any) -> None:
+        self.calls.append("start")
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+        self.calls.append("tool_end")
+
+    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+        self.calls.append(f"end:{output}")
+
+
+def _run_record(guard: LoopGuard, session: str, run_id: str) -> Any:
+    state = guard.store.peek(session)
+    assert state is not None
+    return state.runs[run_id]
+
+
+def test_a_run_that_ends_with_its_final_output_is_closed_in_the_guard(tmp_path: Path) -> None:
+    guard = LoopGuard(LOOP_CONFIG, record_db=tmp_path / "runs.db")
+    rec, weather = Recorder(), CountingWeather()
+    hooks = CountingHooks()
+    model = ScriptedModel(loop_steps(rec, 1))
+    guardrails = LoopGuardrails(guard)
+    agent = Agent(name="weather", model=model, tools=[weather.tool], hooks=hooks)
+    guarded = guardrails.attach(agent)
+
+    result = run(guarded)
+
+    session, run_id = guardrails.run_of(result.context_wrapper)
+    record = _run_record(guard, session, run_id)
+    assert record.outcome == "completed" and record.ended_at is not None
+    # The user's hooks saw everything, once, and the agent passed in still has them.
+    assert hooks.calls == ["start", "tool_end", "end:I give up."]
+    assert agent.hooks is hooks
+    # The run-records database has the end too.
+    assert guard.recorder is not None and guard.recorder.flush()
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        rows = db.execute("SELECT outcome FROM runs WHERE run_key = ?", (run_id,)).fetchall()
+    assert rows == [("completed",)]
+
+
+def test_a_stopped_run_is_closed_as_stopped_once() -> None:
+    guard = LoopGuard({**LOOP_CONFIG, "stopAfterBlocks": 1})
+    ended: list[Any] = []
+    original = guard.aend_run
+
+    async def counting_end(*args: Any, **kwargs: Any) -> Any:
+        ended.append(await original(*args, **kwargs))
+        return ended[-1]
+
+    guard.aend_run = counting_end  # type: ignore[method-assign]
+    rec, weather = Recorder(), CountingWeather()
+    model = ScriptedModel(rec.step() for _ in range(CRITICAL + 1))
+    agent = guard_agent(Agent(name="weather", model=model, tools=[weather.tool]), guard)
+
+    with pytest.raises(AgentLoopStopped):
+        run(agent)
+
+    assert len(ended) == 1
+    assert ended[0].outcome == "stopped" and ended[0].ended_at is not None
+    assert ended[0].stop_reason.startswith("CRITICAL: Called get_weather")
+
+
+def test_guarding_a_guarded_agent_again_keeps_one_run_end() -> None:
+    guard = LoopGuard(LOOP_CONFIG)
+    hooks = CountingHooks()
+    model = ScriptedModel(loop_steps(Recorder(), 0))
+    first = guard_agent(Agent(name="w", model=model, hooks=hooks), LoopGuard())
+    guardrails = LoopGuardrails(guard)
+    again = guardrails.attach(first)
+
+    result = run(again)
+
+    assert hooks.calls == ["start", "end:I give up."]
+    session, run_id = guardrails.run_of(result.context_wrapper)
+    assert _run_record(guard, session, run_id).outcome == "completed"

@@ -111,6 +111,7 @@ class RunState:
     seen_compactions: set[str] = field(default_factory=set)
     seen_missing: set[str] = field(default_factory=set)  # calls to missing tools already told
     pending_warnings: dict[str, str] = field(default_factory=dict)
+    ended: bool = False  # the guard was told the run ended (adapters whose runs end in two ways)
 
 
 K = TypeVar("K", bound=Hashable)

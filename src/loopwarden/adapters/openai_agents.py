@@ -56,7 +56,7 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from loopwarden.adapters._common import (
     LoopStopped,
@@ -72,6 +72,7 @@ from loopwarden.adapters._common import (
 try:
     from agents import (
         Agent,
+        AgentHooks,
         FunctionTool,
         RunConfig,
         ToolGuardrailFunctionOutput,
@@ -82,6 +83,7 @@ try:
     )
     from agents.exceptions import AgentsException
     from agents.handoffs import Handoff
+    from agents.lifecycle import AgentHooksBase
     from agents.run_config import ToolErrorFormatterArgs
     from agents.run_context import RunContextWrapper
     from agents.tool import Tool
@@ -211,6 +213,7 @@ class LoopGuardrails:
             return done
         clone = agent.clone()
         clone.__class__ = self._guarded_class(type(agent))  # our own new object
+        clone.hooks = _RunEnd(self, agent.hooks)  # the run ends with this agent's final output
         memo[id(agent)] = clone
         clone.handoffs = [self._guarded_handoff(h, memo) for h in agent.handoffs]
         return clone
@@ -266,7 +269,7 @@ class LoopGuardrails:
         """The tools of one turn, guarded; a run the guard stopped ends here."""
         run = await self._started(context)
         if run.stopped is not None:
-            raise AgentLoopStopped(run.stopped)
+            await self._stop(run, run.stopped)
         return [self._tools.guarded(t) if isinstance(t, FunctionTool) else t for t in tools]
 
     # -- runs ------------------------------------------------------------------------------------
@@ -283,6 +286,26 @@ class LoopGuardrails:
             run.started = True
             await self.guard.astart_run(run.session, run.run_id)
         return run
+
+    async def _end(self, run: RunState) -> None:
+        """Tell the guard the run ended (once: a stop and a final output may both come)."""
+        if not run.ended:
+            run.ended = True
+            await self.guard.aend_run(
+                run.session, run.run_id, outcome="completed" if run.stopped is None else "stopped"
+            )
+
+    async def _stop(self, run: RunState, decision: Decision, tool_name: str = "") -> NoReturn:
+        """End the run in the guard, then end it in the SDK (the exception leaves Runner.run)."""
+        run.stopped = run.stopped or decision
+        await self._end(run)
+        raise AgentLoopStopped(decision, tool_name=tool_name)
+
+    async def _finished(self, context: RunContextWrapper[Any]) -> None:
+        """The run produced its final output: end it in the guard and forget it here."""
+        run = await self._started(context)
+        await self._end(run)
+        self._runs.pop(run.run_id)
 
     def _session_of(self, context: RunContextWrapper[Any], run_id: str) -> str:
         if self._session is None:
@@ -305,8 +328,7 @@ class LoopGuardrails:
             batch=_batch_of(context),
         )
         if decision.action == "stop":
-            run.stopped = run.stopped or decision
-            raise AgentLoopStopped(decision, tool_name=context.tool_name)
+            await self._stop(run, decision, context.tool_name)
         if decision.action == "block":
             return ToolGuardrailFunctionOutput.reject_content(
                 stop_reason(decision), output_info=decision.blocked_result
@@ -328,8 +350,7 @@ class LoopGuardrails:
             batch=_batch_of(context),
         )
         if after.action == "stop":
-            run.stopped = run.stopped or after
-            raise AgentLoopStopped(after, tool_name=context.tool_name)
+            await self._stop(run, after, context.tool_name)
         warning = run.pending_warnings.pop(context.tool_call_id, None)
         if warning is None:
             return ToolGuardrailFunctionOutput.allow()
@@ -365,6 +386,43 @@ class LoopGuardrails:
         if decision.action == "warn" and decision.message:
             return with_warning(text, decision.message)
         return text
+
+
+class _RunEnd(AgentHooks[Any]):
+    """An agent's hooks: the user's own, each called as before, plus the end of the run.
+
+    The SDK calls ``on_end`` of the agent that produces the run's final output, and has no other
+    run-end hook an agent can carry. Every other hook passes straight to the user's hooks.
+    """
+
+    guardrails: LoopGuardrails
+    inner: AgentHooks[Any] | None
+
+    def __init__(self, guardrails: LoopGuardrails, inner: AgentHooks[Any] | None) -> None:
+        while isinstance(inner, _RunEnd):  # a guarded agent guarded again: latest guard wins
+            inner = inner.inner
+        self.guardrails = guardrails
+        self.inner = inner
+
+    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_end(context, agent, output)
+        await self.guardrails._finished(context)
+
+
+def _passing_on(name: str) -> Callable[..., Any]:
+    async def hook(self: _RunEnd, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await getattr(self.inner, name)(*args, **kwargs)
+
+    hook.__name__ = name
+    return hook
+
+
+# Every other hook of this SDK version, whatever it adds, passes on to the user's hooks.
+for _name, _hook in vars(AgentHooksBase).items():
+    if _name.startswith("on_") and _name != "on_end" and inspect.iscoroutinefunction(_hook):
+        setattr(_RunEnd, _name, _passing_on(_name))
 
 
 class _Formatter:
@@ -465,7 +523,8 @@ def guard_agent(
 
     The copy's tools are resolved and guarded at every turn: tools added to the agent's list
     later, and clones of the returned agent, are guarded too. Guarding a guarded agent again
-    replaces the earlier guard (the latest guard wins).
+    replaces the earlier guard (the latest guard wins). The copy's ``hooks`` call the agent's
+    own hooks, then close the guard's run record when the run produces its final output.
 
     Give ``Runner.run`` enough turns for loopwarden to act: the SDK's default ``max_turns=10``
     ends a looping run before the ``openclaw`` profile warns (10th identical call) or blocks
