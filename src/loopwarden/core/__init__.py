@@ -3,9 +3,13 @@
 Canonical form and call hashing (``canonical``), outcome hashing (``outcome``), configuration
 (``config``), the record of a call (``tool_call``), a session's history and its incremental engine
 (``history``, ``_engine``), the detectors (``detectors``, ``patterns``), volatile-output
-normalisation (``volatile``) and the post-compaction guard (``compaction``). Nothing here does
-I/O, keeps a lock or imports the shell around it (``loopwarden.guard``, the stores, the run
-records, the CLI, the adapters, the MCP proxy and the hooks); the shell imports the core.
+normalisation (``volatile``), the post-compaction guard (``compaction``), the exception that
+ends a run (``errors``) and the reference engine the tests compare against (``reference``).
+
+Nothing here keeps a lock, touches files or sockets, or imports the shell around it
+(``loopwarden.guard``, the stores, the run records, the CLI, the adapters, the MCP proxy and the
+hooks); the shell imports the core. Two small side effects remain: a new record is stamped with
+the clock's time, and a dropped ``volatilePatterns`` entry is logged once per process.
 
 The public names are exported from ``loopwarden``; import them from there.
 """
