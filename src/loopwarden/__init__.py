@@ -1,7 +1,8 @@
 """loopwarden — stop AI agents from looping on tool calls.
 
 OpenClaw's ``tools.loopDetection`` (rolling-history detectors and the post-compaction guard),
-re-implemented exactly in Python. ``SPEC.md`` section numbers are cited throughout the code.
+re-implemented exactly in Python. docs/ARCHITECTURE.md says which module owns which part of
+the behaviour.
 
 The public names below load lazily (PEP 562): ``import loopwarden`` costs next to nothing, and
 ``from loopwarden import LoopGuard`` imports only what the guard needs. A coding-agent hook runs

@@ -1,4 +1,4 @@
-"""SPEC §8 — loop events: plain data delivered to subscribers, logs and run records.
+"""loop events: plain data delivered to subscribers, logs and run records.
 
 Privacy: an event carries tool names, signatures (hashes) and counts, never raw parameters or
 results. The model-visible message is built from the tool name and counts only.

@@ -1,4 +1,4 @@
-"""SPEC §6 — ``LoopGuard``: the facade an agent runtime calls around every tool call.
+"""``LoopGuard``: the facade an agent runtime calls around every tool call.
 
 The guard is a thin shell: it takes one session's state from the store, asks the pure core
 (``detect``, ``record_call``, ``record_outcome``, ``PostCompactionGuard``) what to do, turns the
@@ -75,7 +75,7 @@ Step = Callable[[GuardSession], tuple["Decision", list[LoopEvent]]]
 
 @dataclass(frozen=True)
 class Decision:
-    """What the runtime should do with a tool call (SPEC §9).
+    """What the runtime should do with a tool call.
 
     ``allow`` / ``warn``: run the tool (for ``warn``, append ``message`` to its result so the
     model sees it). ``block``: do not run it; hand ``blocked_result`` back as its (error) result.
@@ -153,7 +153,7 @@ def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfi
 
 
 class LoopGuard:
-    """Loop detection around every tool call of an agent runtime (SPEC §6).
+    """Loop detection around every tool call of an agent runtime.
 
     ``config`` is a ``tools.loopDetection`` block, a whole OpenClaw config (a dict with a
     ``tools`` or ``agents`` key; ``agent_id`` picks the agent), a config file path, or a

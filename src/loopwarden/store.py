@@ -1,4 +1,4 @@
-"""SPEC §6 — where the guard keeps its per-session state, behind a small swappable interface.
+"""where the guard keeps its per-session state, behind a small swappable interface.
 
 A store applies one function to one session's :class:`GuardSession` as an atomic "update this
 session" step (``store.update(key, fn)``). A store may call ``fn`` more than once (an optimistic

@@ -13,7 +13,7 @@ What the model sees:
 
 - **warn**: the tool runs; the warning is appended to its ``ToolMessage``.
 - **block**: the tool does not run; the model gets an error ``ToolMessage`` whose text is the
-  blocked message (the SPEC §6 blocked result is kept as the message's ``artifact``).
+  blocked message (the guard's blocked result is kept as the message's ``artifact``).
 - **stop** (a loop that survived a summarisation, or the guard's ``stopAfterBlocks``): the
   next ``before_model`` jumps to the end of the graph with a final ``AIMessage`` saying why, so the
   run ends cleanly instead of hitting the recursion limit.
@@ -305,7 +305,7 @@ def _outcome(request: ToolCallRequest, response: ToolResponse) -> dict[str, Any]
     """The after_tool_call keywords that describe what the tool produced."""
     message = _tool_message(response, request.tool_call.get("id"))
     if request.tool is None:
-        # No such tool: phrase the outcome the way SPEC §3.1 recognises, so a model that
+        # No such tool: phrase the outcome the way the unknown-tool rule recognises, so a model that
         # keeps calling a missing tool trips the unknown-tool detector.
         return {"error": f"Unknown tool: {request.tool_call['name']}"}
     if message is None:

@@ -236,7 +236,7 @@ class Replayer:
             error=error,
             run_id=RUN_ID,
             tool_call_id=call.tool_call_id,
-            # A recorded error next to a result marks the call as failed (FORMATS.md §8).
+            # A recorded error next to a result marks the call as failed.
             failed=True if call.error is not None else None,
         )
         _note(report, index, call.tool, after)

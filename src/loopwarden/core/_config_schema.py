@@ -1,4 +1,4 @@
-"""SPEC §1.2 — the strict ``tools.loopDetection`` schema (pydantic models), loaded on demand.
+"""the strict ``tools.loopDetection`` schema (pydantic models), loaded on demand.
 
 Kept out of :mod:`loopwarden.core.config` on purpose: building these models imports pydantic and
 compiles its validators, which costs more than the rest of a hook process's start. Only strict

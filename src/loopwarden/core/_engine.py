@@ -1,8 +1,8 @@
 """The incremental engine behind ``SessionState``: per-run counters kept up to date on every change.
 
-SPEC §5 defines every measurement as a walk over the run's history. Walking costs O(historySize)
+Detection defines every measurement as a walk over the run's history. Walking costs O(historySize)
 per call; this module keeps, per run, the state those walks would find, and updates it on the
-three events that change a history (SPEC §4):
+three events that change a history:
 
 - **append** of a record at the newest end (a pending call, or a complete outcome record);
 - **completion** of a pending record, anywhere in the run (parallel calls finish out of order,
@@ -449,7 +449,7 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
     detect, record_call and record_outcome of one call hash the same params three times. When
     params is a plain dict whose keys and values are the very objects remembered from the last
     hash, and those were all immutable scalars (str, int, float, bool, None: the same object
-    always has the same canonical text, SPEC §2), its signature cannot have changed. Identity,
+    always has the same canonical text), its signature cannot have changed. Identity,
     not equality: no ``__eq__`` runs, ``1`` never stands in for ``True``, and a dict changed in
     place since holds other objects. Anything else (nesting, subclasses, ``update_plan``'s
     normaliser) is hashed afresh. Returns the signature and the memo to keep.

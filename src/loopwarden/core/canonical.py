@@ -1,4 +1,4 @@
-"""Canonical form and call signatures (SPEC §2).
+"""Canonical form and call signatures.
 
 `stable_stringify` writes any Python value as the canonical text OpenClaw hashes: JSON with keys
 sorted by UTF-16 code units, numbers written as JavaScript writes them, lone surrogates removed,
@@ -7,7 +7,7 @@ walked with an explicit stack).
 
 Two writers produce that text:
 
-- `_stringify_exact`, the general walker: every rule of SPEC §2, for any value;
+- `_stringify_exact`, the general walker: every rule of the canonical form, for any value;
 - `_stringify_fast`, tried first: a C JSON encoder (orjson when installed, else the stdlib's),
   used only when a cheap type walk proves its output is byte for byte the exact walker's.
   Tool calls are mostly plain JSON (str, int, bool, None, lists, ASCII-keyed dicts), so the hot
@@ -380,7 +380,7 @@ def _by_text(texts: list[object]) -> Callable[[int, int], int]:
 
 
 def _set_rank(value: object) -> tuple[int, Any]:
-    """Sets: numbers first, by value; then everything else by canonical text (SPEC §2).
+    """Sets: numbers first, by value; then everything else by canonical text.
 
     (0, number) for a number, (1, 0) for anything else, which the text then orders.
     """
@@ -395,7 +395,7 @@ def _set_rank(value: object) -> tuple[int, Any]:
 
 
 def _stringify_exact(root: object) -> str:
-    """Write `root` canonically, following every rule of SPEC §2, without recursion.
+    """Write `root` canonically, following every rule of the canonical form, without recursion.
 
     Each value is written once, so the work is linear in the length of the text. `active` maps
     id() -> object for the containers on the current path (kept alive so ids are not reused);
@@ -734,7 +734,7 @@ def _make_encoder(name: str) -> Callable[[object], bytes]:
 
 
 def stable_stringify(value: object) -> str:
-    """The canonical text of `value` (SPEC §2); equal to OpenClaw's for JSON-like values."""
+    """The canonical text of `value`; equal to OpenClaw's for JSON-like values."""
     data = _stringify_fast(value)
     return data.decode("utf-8") if data is not None else _stringify_exact(value)
 

@@ -1,4 +1,4 @@
-"""SPEC §7 — the post-compaction guard: abort a run that resumes the same loop after compaction.
+"""the post-compaction guard: abort a run that resumes the same loop after compaction.
 
 After a context overflow the runtime compacts and retries. If the first ``windowSize`` outcomes
 after that are one identical (tool, signature, result) triple, the compaction did not break the
@@ -51,7 +51,7 @@ Triple = tuple[str, str, str]
 
 
 class PostCompactionGuard:
-    """One run's post-compaction window (SPEC §7). Not thread-safe: the caller serialises."""
+    """One run's post-compaction window. Not thread-safe: the caller serialises."""
 
     def __init__(self, enabled: bool = True, window_size: int = 3) -> None:
         self.enabled = enabled

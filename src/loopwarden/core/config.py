@@ -1,4 +1,4 @@
-"""SPEC §1 — configuration: lenient runtime resolution, strict validation, per-agent merge.
+"""configuration: lenient runtime resolution, strict validation, per-agent merge.
 
 Two entry points on purpose. ``resolve_config`` is what runs next to a live agent: it never raises
 and falls back to defaults value by value, exactly as OpenClaw does. ``validate_config`` /
@@ -74,7 +74,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class DetectorSwitches:
-    """Which rolling-history detectors are on (SPEC §1, `detectors.*`)."""
+    """Which rolling-history detectors are on (`detectors.*`)."""
 
     generic_repeat: bool = True
     known_poll_no_progress: bool = True
@@ -110,7 +110,7 @@ class ToolPolicy:
 
 @dataclass(frozen=True)
 class ResolvedConfig:
-    """A fully resolved, clamped ``tools.loopDetection`` block (SPEC §1.1)."""
+    """A fully resolved, clamped ``tools.loopDetection`` block."""
 
     enabled: bool | None = None
     history_size: int = 30
@@ -224,7 +224,7 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedConfig:
-    """Resolve a ``tools.loopDetection`` block leniently (SPEC §1.1); never raises."""
+    """Resolve a ``tools.loopDetection`` block leniently; never raises."""
     if isinstance(raw, ResolvedConfig):
         return raw
     block = with_profile_defaults(_mapping(raw))
@@ -386,7 +386,7 @@ def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def effective_config(full_config: Mapping[str, Any], agent_id: str | None) -> dict[str, Any]:
-    """The merged ``tools.loopDetection`` block for one agent, before resolution (SPEC §1.4)."""
+    """The merged ``tools.loopDetection`` block for one agent, before resolution."""
     base = _global_block(full_config)
     agent = _agent_block(full_config, agent_id)
     if agent is None:
@@ -666,7 +666,7 @@ def _agent_blocks(full: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 def validate_config(
     raw: Mapping[str, Any], *, source: str | None = None, whole: bool | None = None
 ) -> ValidatedConfig:
-    """Strictly validate a whole OpenClaw config or a bare block (SPEC §1.2).
+    """Strictly validate a whole OpenClaw config or a bare block.
 
     ``whole`` says whether ``raw`` is a whole OpenClaw config (True) or a bare
     ``tools.loopDetection`` block (False); by default a dict with a ``tools`` or ``agents`` key is

@@ -1,4 +1,4 @@
-"""SPEC §5 — detection: the verdict about the *next* call, from the run's history.
+"""detection: the verdict about the *next* call, from the run's history.
 
 ``detect`` reads the measurements of §5 (U, N, R, poll, P) from the run's incremental state
 (``_engine``, kept current by ``record_call`` / ``record_outcome``), so it costs O(1)
@@ -199,7 +199,7 @@ def detect(
     *,
     signature: object = None,
 ) -> Verdict:
-    """The verdict for the next call, made *before* it is recorded (SPEC §5).
+    """The verdict for the next call, made *before* it is recorded.
 
     ``signature``: ``hash_tool_call(tool, params)`` when the caller already has it (it is then
     not computed again); ``ValueError`` if it does not have that shape.

@@ -1,4 +1,4 @@
-"""SPEC §4 — a session's tool-call history: records, call and outcome recording, trimming.
+"""a session's tool-call history: records, call and outcome recording, trimming.
 
 ``SessionState`` keeps the records in a deque (oldest first) and, per run, the incremental state
 of ``loopwarden.core._engine``, so that recording and detection cost O(1) per call whatever
@@ -148,7 +148,7 @@ def _check_record(record: object, position: int) -> ToolCallRecord:
 
 
 def normalize_run_id(run_id: object) -> str | None:
-    """Trimmed run id; empty, blank or non-string ids mean "no run" (SPEC §4)."""
+    """Trimmed run id; empty, blank or non-string ids mean "no run"."""
     if not isinstance(run_id, str):
         return None
     trimmed = js_trim(run_id)
@@ -223,7 +223,7 @@ def record_call(
     *,
     signature: object = None,
 ) -> None:
-    """Append a call with no result yet, then trim to ``historySize`` (SPEC §4).
+    """Append a call with no result yet, then trim to ``historySize``.
 
     ``signature``: ``hash_tool_call(tool, params)`` when the caller already has it (it is then
     not computed again); ``ValueError`` if it does not have that shape.
@@ -255,7 +255,7 @@ def record_outcome(
     send_tools: Collection[str] = (),
     signature: object = None,
 ) -> ToolCallRecord | None:
-    """Attach an outcome to the newest matching pending record, or append a new one (SPEC §4).
+    """Attach an outcome to the newest matching pending record, or append a new one.
 
     Returns the stored record, or None when the outcome has no hash (nothing is stored).
     ``signature``: as for :func:`record_call`.
@@ -308,7 +308,7 @@ def record_veto(
     The veto record is complete: it repeats the signature's current no-progress hash in the run
     (the latest hash of N), so it counts as a repetition (R) and extends the no-progress streak
     (N) toward the circuit breaker; with no result yet it carries ``VETO_HASH``. Being complete,
-    no later outcome attaches to it. Appended and trimmed like any record (SPEC §4).
+    no later outcome attaches to it. Appended and trimmed like any record.
     ``signature``: as for :func:`record_call`.
     """
     call_id = _checked_call_id(tool_call_id)

@@ -1,4 +1,4 @@
-"""Outcome hashing (SPEC §3): a digest of what a tool call returned, or None.
+"""Outcome hashing: a digest of what a tool call returned, or None.
 
 The digest deliberately ignores what changes on every call without meaning progress (exec
 durations and PIDs, message ids and timestamps, update_plan step wording), so that a loop whose
@@ -87,7 +87,7 @@ def hash_tool_outcome(
     *,
     send_tools: Collection[str] = (),
 ) -> tuple[str | None, str | None]:
-    """``(result_hash, unknown_tool_name)`` of a call's outcome, per the rules of SPEC §3.
+    """``(result_hash, unknown_tool_name)`` of a call's outcome, per the outcome rules below.
 
     `send_tools` names extra tools whose results are treated like message sends (rule 7: volatile
     ids stripped), for hosts with their own provider send tools.

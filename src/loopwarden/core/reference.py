@@ -1,6 +1,6 @@
 """The plain engine, kept verbatim as the test oracle for the incremental engine.
 
-This is the original list-and-linear-walk implementation of SPEC §4 (history) and §5 (detection):
+This is the original list-and-linear-walk implementation of the history and of detection:
 obviously correct, O(historySize) per call. ``tests/test_engine_differential.py`` drives it and the
 incremental engine (``history`` / ``detectors`` in this package) with the same random
 sequences and asserts identical verdicts, records and histories after every step.
@@ -9,7 +9,7 @@ Nothing in the package imports this module at run time. Only the data types (``T
 ``Verdict``) are shared, so that both engines' results compare equal; the logic, including the
 message texts, is an independent copy. Added since: ``record_veto``, the plain form of the veto
 record (``countBlockedCalls``). Not covered: ``toolPolicies`` poll declarations (an extension
-outside SPEC §5, tested in tests/test_detectors.py and tests/test_profile_guard.py).
+outside OpenClaw's rule table, tested in tests/test_detectors.py and tests/test_profile_guard.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class ReferenceState:
 
 
 def normalize_run_id(run_id: object) -> str | None:
-    """Trimmed run id; empty, blank or non-string ids mean "no run" (SPEC §4)."""
+    """Trimmed run id; empty, blank or non-string ids mean "no run"."""
     if not isinstance(run_id, str):
         return None
     trimmed = js_trim(run_id)
@@ -63,7 +63,7 @@ def record_call(
     config: ConfigLike = None,
     run_id: str | None = None,
 ) -> None:
-    """Append a call with no result yet, then trim to ``historySize`` (SPEC §4)."""
+    """Append a call with no result yet, then trim to ``historySize``."""
     resolved = resolve_config(config)
     record = ToolCallRecord(
         tool_name=tool,
@@ -102,7 +102,7 @@ def record_outcome(
     *,
     send_tools: Collection[str] = (),
 ) -> ToolCallRecord | None:
-    """Attach an outcome to the newest matching pending record, or append a new one (SPEC §4).
+    """Attach an outcome to the newest matching pending record, or append a new one.
 
     Returns the stored record, or None when the outcome has no hash (nothing is stored).
     """
@@ -155,7 +155,7 @@ class PingPong:
 
 
 def run_history(state: ReferenceState, run_id: object) -> list[ToolCallRecord]:
-    """The records this run's detection sees (SPEC §4: scoped by normalised run id)."""
+    """The records this run's detection sees (scoped by normalised run id)."""
     run = normalize_run_id(run_id)
     return [r for r in state.history if r.run_id == run]
 
@@ -365,7 +365,7 @@ def detect(
     config: Mapping[str, Any] | ResolvedConfig | None,
     run_id: str | None = None,
 ) -> Verdict:
-    """The verdict for the next call, made *before* it is recorded (SPEC §5)."""
+    """The verdict for the next call, made *before* it is recorded."""
     resolved = resolve_config(config)
     if not resolved.detection_enabled:
         return NOT_STUCK

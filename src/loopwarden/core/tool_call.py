@@ -1,4 +1,4 @@
-"""SPEC §4 — the record of one tool call, as a session's history keeps it.
+"""the record of one tool call, as a session's history keeps it.
 
 Its own module because both the history (``history``) and its incremental engine (``_engine``)
 work on records, and the history builds on the engine: with the record here, neither needs the

@@ -155,7 +155,7 @@ def load_json(path: Path) -> Any:
 def parse_arguments(raw: Any) -> Any:
     """Parse tool arguments that a format stores as a JSON string.
 
-    Invalid or truncated JSON is kept as the raw string (FORMATS.md §4): it is still a stable
+    Invalid or truncated JSON is kept as the raw string: it is still a stable
     identity for loop detection, and the call is not lost.
     """
     if not isinstance(raw, str):

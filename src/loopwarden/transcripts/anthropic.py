@@ -1,4 +1,4 @@
-"""Anthropic Messages transcripts (FORMATS.md §5).
+"""Anthropic Messages transcripts.
 
 Accepted: an array of ``{role, content}`` messages, a request body ``{messages: [...]}``, a list
 of response objects ``{type: "message", role: "assistant", content}``, or JSONL with one message

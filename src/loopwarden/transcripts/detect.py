@@ -18,7 +18,7 @@ from loopwarden.transcripts import claude_code, codex, gemini_cli, openhands
 from loopwarden.transcripts._io import iter_lines, load_json, open_text
 from loopwarden.transcripts.model import TranscriptError
 
-# OpenClaw writes these next to session transcripts; they are not transcripts (FORMATS.md §1).
+# OpenClaw writes these next to session transcripts; they are not transcripts.
 _NOT_TRANSCRIPT_MARKERS = (".trajectory.jsonl", ".trajectory-path.json", ".reset.", ".corrupt-")
 _SUFFIXES = (".jsonl", ".json", ".traj", ".jsonl.gz", ".json.gz", ".traj.gz")
 _OPENCLAW_ENTRY_TYPES = frozenset(

@@ -1,4 +1,4 @@
-"""loopwarden's own flat JSONL (FORMATS.md §8): one line per tool call, trajectories contiguous.
+"""loopwarden's own flat JSONL: one line per tool call, trajectories contiguous.
 
 Streams: a trajectory is yielded as soon as the next one starts, so a corpus of any size is
 imported with the memory of one trajectory.

@@ -1,4 +1,4 @@
-"""mini-swe-agent ``.traj.json`` files (FORMATS.md §3), v1 text actions and v2 tool calls.
+"""mini-swe-agent ``.traj.json`` files, v1 text actions and v2 tool calls.
 
 v1: the command is the single ```` ```bash ```` block of an assistant message and its output is
 the next ``user`` message. A turn with zero or several blocks was a format error and executed

@@ -1,4 +1,4 @@
-"""The neutral shape every transcript importer produces (FORMATS.md §0).
+"""The neutral shape every transcript importer produces.
 
 A :class:`Trajectory` is one agent run: an ordered list of :class:`ToolCall` items (each with
 its outcome when the transcript recorded one) and :class:`Compaction` markers. Replay feeds

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions message lists, and tau-bench run arrays (FORMATS.md §4).
+"""OpenAI Chat Completions message lists, and tau-bench run arrays.
 
 Generic chat files are an array of messages, an object ``{messages: [...]}``, or JSONL with one
 ``{messages: [...]}`` object per line (one trajectory per line, streamed). tau-bench files are a

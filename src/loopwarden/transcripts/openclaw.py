@@ -1,4 +1,4 @@
-"""OpenClaw / pi session transcripts (FORMATS.md §1): one JSONL file per session.
+"""OpenClaw / pi session transcripts: one JSONL file per session.
 
 The file is a tree (``id``/``parentId``); only the active branch — walked back from the last
 entry — is replayed, so abandoned branches are never interleaved with the live one. Lines are

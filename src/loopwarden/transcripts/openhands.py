@@ -1,4 +1,4 @@
-"""OpenHands software-agent-sdk conversation events (FORMATS.md §6).
+"""OpenHands software-agent-sdk conversation events.
 
 Accepted: events joined as JSONL (streamed), or a persisted conversation directory
 (``base_state.json`` + ``events/event-<idx>-<uuid>.json``). ``ActionEvent`` is a call,

@@ -1,4 +1,4 @@
-"""SWE-agent ``.traj`` files (FORMATS.md §2), versions 0.x and 1.x.
+"""SWE-agent ``.traj`` files, versions 0.x and 1.x.
 
 Each ``trajectory[i]`` step is one executed action. In 1.x function-calling runs the structured
 call (tool name, parsed arguments, id) lives in ``history``; steps are paired with the history's
