@@ -1,8 +1,8 @@
 """Transcript importers: agent run logs in many formats, turned into one neutral shape.
 
 ``read_transcripts(path, fmt="auto")`` yields :class:`Trajectory` objects (tool calls with their
-outcomes, and compaction markers) from any supported format (docs/transcript-formats.md). JSONL formats are streamed
-line by line; document formats (one JSON value per file) are loaded once.
+outcomes, and compaction markers) from any supported format (docs/transcript-formats.md).
+JSONL formats are streamed line by line; document formats (one JSON value per file) are loaded once.
 """
 
 from __future__ import annotations
