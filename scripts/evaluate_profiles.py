@@ -1,9 +1,10 @@
 """Evaluate the loop-detection profiles on real and synthetic agent runs; write docs/evaluation.md.
 
-    python scripts/evaluate_profiles.py [--shared ../shared] [--out docs/evaluation.md]
+    python scripts/evaluate_profiles.py [--corpus tests/data/eval] [--out docs/evaluation.md]
 
 What it replays (each trajectory through a real LoopGuard, exactly as `loopwarden analyze`):
-- the development corpus in shared/eval (real mini-swe-agent and tau-bench runs, outcome labels);
+- the development corpus in tests/data/eval (real mini-swe-agent and tau-bench runs, outcome
+  labels; --corpus reads another folder of the same files);
 - the same real runs with a loop injected: one of their calls repeated 5 to 40 times in a row,
   its result identical or differing only in bash line numbers, timestamps, durations or pids;
 - the same-edit loop rebuilt from real runs: a real file (as a real run printed it with
@@ -129,10 +130,10 @@ def _meta(path: Path) -> dict[str, dict[str, Any]]:
     return {row["trajectory"]: row for row in rows}
 
 
-def corpus_cases(shared: Path) -> list[Case]:
-    """The real runs of shared/eval, with their success labels."""
+def corpus_cases(corpus: Path) -> list[Case]:
+    """The real runs of the corpus folder, with their success labels."""
     cases = []
-    for data in sorted((shared / "eval").glob("*.jsonl.gz")):
+    for data in sorted(corpus.glob("*.jsonl.gz")):
         if data.name.endswith(".meta.jsonl.gz"):
             continue
         meta = _meta(data.with_name(data.name.replace(".jsonl.gz", ".meta.jsonl.gz")))
@@ -435,10 +436,10 @@ def _score(result: ProfileResult, case: Case, report: TrajectoryReport) -> None:
         result.warned_success += report.warnings > 0
 
 
-def build_cases(shared: Path, seed: int = 7) -> list[Case]:
+def build_cases(corpus_folder: Path, seed: int = 7) -> list[Case]:
     """Every case of the evaluation, deterministically."""
     rng = random.Random(seed)
-    corpus = corpus_cases(shared)
+    corpus = corpus_cases(corpus_folder)
     injected = injected_cases(corpus, rng, 200)
     return corpus + injected + synthetic_cases(rng) + same_edit_cases(corpus, rng)
 
@@ -517,18 +518,27 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(shared: Path) -> tuple[list[ProfileResult], list[Case]]:
+def evaluate(corpus: Path) -> tuple[list[ProfileResult], list[Case]]:
     """Measure every profile on every case."""
-    cases = build_cases(shared)
+    cases = build_cases(corpus)
     return [measure(name, cfg, cases) for name, cfg in PROFILES.items()], cases
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shared", default=str(ROOT.parent / "shared"), help="the shared/ folder")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "evaluation.md"))
+    parser.add_argument(
+        "--corpus",
+        default=str(ROOT / "tests" / "data" / "eval"),
+        help="folder of the development corpus: *.jsonl.gz runs with their *.meta.jsonl.gz labels"
+        " (default: tests/data/eval of this repository)",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(ROOT / "docs" / "evaluation.md"),
+        help="the page to write (default: docs/evaluation.md)",
+    )
     args = parser.parse_args(argv)
-    results, cases = evaluate(Path(args.shared))
+    results, cases = evaluate(Path(args.corpus))
     page = render(results, cases)
     out = Path(args.out)
     # Keep the hand-written part of the page (below the marker) across regenerations.
