@@ -36,7 +36,7 @@ def require_module(name: str, extra: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        reason = f"{name} not installed: pip install 'loopwarden[{extra}]' ({exc})"
+        reason = f"{name} not installed: pip install '.[{extra}]' ({exc})"
         if _must_have():
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason, allow_module_level=True)
