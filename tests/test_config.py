@@ -1,4 +1,4 @@
-"""SPEC §1: lenient resolution and clamping, strict validation, per-agent merge, file loading."""
+"""Config: lenient resolution and clamping, strict validation, per-agent merge, file loading."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_agent_block_overlays_the_global_block_field_by_field() -> None:
         "detectors": {"a": 1},
     }
     resolved = lw.resolve_config(merged)
-    # SPEC §1.4 example: global warning 25 + agent critical 20 -> 25 / 26 / 30.
+    # Per-agent override: global warning 25 + agent critical 20 -> 25 / 26 / 30.
     assert (resolved.warning_threshold, resolved.critical_threshold) == (25, 26)
     assert resolved.global_circuit_breaker_threshold == 30
 
