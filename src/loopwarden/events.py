@@ -30,6 +30,8 @@ class LoopEvent:
     paired_tool_name: str | None = None
     args_hash: str | None = None
     timestamp: float = 0.0
+    # The runtime's id of the call (a model's tool-call id), when it gave one.
+    tool_call_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the event."""
