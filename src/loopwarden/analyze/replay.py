@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden.analyze.spend import RunSpend, run_spend
 from loopwarden.guard import record_message
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
@@ -80,6 +81,8 @@ class TrajectoryReport:
     tokens_saved: int | None = None
     seconds: float | None = None
     seconds_saved: float | None = None
+    # Tokens and money, and those after the first block or stop (analyze/spend.py).
+    spend: RunSpend | None = None
 
     @property
     def calls(self) -> int:
@@ -161,6 +164,7 @@ class TrajectoryReport:
                 "seconds_saved": self.seconds_saved,
             },
             "events": [mark.to_event() for mark in self.events],
+            "spend": None if self.spend is None else self.spend.to_json(),
         }
 
 
@@ -209,6 +213,8 @@ class Replayer:
                 cost.stopped_at = item.at
         self.guard.end_run(session, RUN_ID)
         cost.fill(report)
+        first = report.first_block_or_stop
+        report.spend = run_spend(trajectory, None if first is None else first.index)
         return report
 
     def _call(self, session: str, call: ToolCall, report: TrajectoryReport) -> bool:
