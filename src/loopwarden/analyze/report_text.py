@@ -12,6 +12,7 @@ from rich.text import Text
 from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport
 from loopwarden.analyze.runner import Analysis, Totals
+from loopwarden.analyze.spend import spend_lines
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
@@ -46,6 +47,8 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     cost = cost_sentence(analysis.totals[0])
     if cost:
         console.print(cost, soft_wrap=True)
+    for line in spend_lines(analysis.totals[0].spend):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     loops = [report for report in reports if report.events]
     if loops:
         console.print(f"\n[bold]Loops caught[/] ({plural(len(loops), 'trajectory')})")

@@ -53,7 +53,7 @@ def parse_price(text: str) -> tuple[str, Price]:
             problem = "a price is negative or not finite"
     raise ValueError(
         f"--price {text!r}: {problem}; write MODEL=IN,OUT in US dollars per million tokens, "
-        "for example --price gpt-4o=2.5,10 (MODEL * prices every model)"
+        "for example --price my-model=3,15 (MODEL * prices every model)"
     )
 
 
@@ -252,3 +252,37 @@ class SpendTotals:
                 for name, entry in sorted(self.per_detector.items())
             },
         }
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def spend_lines(totals: SpendTotals) -> list[str]:
+    """The text report's lines about money: in all, after the first block or stop, per model."""
+    runs = totals.runs
+    costed = runs["recorded"] + runs["price"]
+    lines = []
+    if costed:
+        how = (
+            f" ({runs['recorded']} as recorded, {runs['price']} priced from --price)"
+            if runs["price"]
+            else ""
+        )
+        lines.append(
+            f"Spend: {_usd(totals.total.cost)} over {costed} run{'s' * (costed != 1)}{how}; "
+            f"after the guard's first block or stop: {_usd(totals.after.cost or 0.0)}."
+        )
+        models = [
+            f"{name} {_usd(entry['spend'].cost)} (after: {_usd(entry['after'].cost or 0.0)})"
+            for name, entry in sorted(totals.per_model.items())
+            if entry["spend"].cost is not None
+        ]
+        lines.append("Per model: " + "; ".join(models) + ".")
+    if runs["tokens_only"]:
+        lines.append(
+            f"{runs['tokens_only']} "
+            f"{'run records' if runs['tokens_only'] == 1 else 'runs record'} tokens but no "
+            "money: --price MODEL=IN,OUT (US dollars per million tokens) prices them."
+        )
+    return lines
