@@ -164,6 +164,22 @@ class TrajectoryReport:
         }
 
 
+def worst_first(reports: list[TrajectoryReport]) -> list[TrajectoryReport]:
+    """The reports as every report lists them: stopped runs, then blocked, then warned, then
+    the rest; within each, the most calls saved first; otherwise in input order (stable)."""
+    return sorted(reports, key=_severity)
+
+
+def _severity(report: TrajectoryReport) -> tuple[int, int]:
+    if report.stopped:
+        rank = 0
+    elif report.blocks:
+        rank = 1
+    else:
+        rank = 2 if report.events else 3
+    return rank, -report.calls_saved
+
+
 def _with_message(mark: Mark | None) -> dict[str, Any] | None:
     return None if mark is None else {**mark.where(), "message": mark.message}
 

@@ -27,6 +27,7 @@ from loopwarden.analyze.replay import (
     WARNING_QUIET,
     Mark,
     TrajectoryReport,
+    worst_first,
 )
 from loopwarden.analyze.report_text import duration
 from loopwarden.analyze.runner import Analysis, Totals
@@ -136,20 +137,11 @@ def _page(
         f"trajectories with loops</label> · showing <span id='shown'>{len(reports)}</span></p>"
         "\n<main>\n"
     )
-    for report in sorted(reports, key=_loops_first):
+    for report in worst_first(list(reports)):
         yield _trajectory(report)
     yield "</main>\n"
     yield from _problems(analysis)
     yield f"<script>{_JS}</script>\n</body></html>\n"
-
-
-def _loops_first(report: TrajectoryReport) -> int:
-    """Stopped runs first, then blocked, then warned, then the rest (a stable sort)."""
-    if report.stopped:
-        return 0
-    if report.blocks:
-        return 1
-    return 2 if report.events else 3
 
 
 _SUMMARY = (

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
 from loopwarden.transcripts import (
+    EXPECTED,
     NotATranscript,
     Trajectory,
     TranscriptError,
@@ -169,11 +170,24 @@ def iter_source(
     """
     replayers = [Replayer(LoopGuard(config, record_db=record)) for config in configs]
     done = 0
+    # A forced format that reads no tool call at all read the wrong kind of file: its empty
+    # trajectories are held back until a call shows up, and dropped for an error if none does.
+    held: list[Trajectory] = []
     try:
         with quiet_guard_logs():
             for trajectory in _read(Path(source.path), fmt, status.warnings):
-                yield [replayer.replay(trajectory) for replayer in replayers]
-                done += 1
+                if fmt != "auto" and not done and not trajectory.calls:
+                    held.append(trajectory)
+                    continue
+                for pending in [*held, trajectory]:
+                    yield [replayer.replay(pending) for replayer in replayers]
+                    done += 1
+                held.clear()
+        if fmt != "auto" and not done:
+            status.error = (
+                f"{source.path}: --format {fmt} found no tool call in this file; expected "
+                f"{EXPECTED[fmt]} (or leave --format out to detect the format)"
+            )
     except NotATranscript as exc:
         if source.explicit:
             status.error = str(exc)

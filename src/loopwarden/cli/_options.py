@@ -37,15 +37,22 @@ def add_config_options(parser: argparse.ArgumentParser, *, agent: bool = True) -
 
 
 def add_output_option(
-    parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")
+    parser: argparse.ArgumentParser,
+    choices: tuple[str, ...] = ("text", "json"),
+    *,
+    default_help: str | None = None,
 ) -> None:
-    """``--output FORMAT``, the one way every command picks its output format."""
+    """``--output FORMAT``, the one way every command picks its output format.
+
+    With ``default_help`` the option defaults to None (the command picks the format itself, and
+    ``default_help`` says how); otherwise to the first choice.
+    """
     parser.add_argument(
         "--output",
         choices=choices,
-        default=choices[0],
+        default=choices[0] if default_help is None else None,
         metavar="FORMAT",
-        help=f"output format: {', '.join(choices)} (default: {choices[0]})",
+        help=f"output format: {', '.join(choices)} (default: {default_help or choices[0]})",
     )
 
 
@@ -129,20 +136,42 @@ def config_block_from_args(
     return block, notices
 
 
+ENABLED_ABSENT = (
+    "the loop detectors are off and only the post-compaction guard runs, as in OpenClaw"
+)
+"""What a block without ``enabled`` does, in the words every command uses."""
+
+
 def config_from_args(
-    args: argparse.Namespace, *, default_enabled: bool | None, swept: Sequence[str] = ()
+    args: argparse.Namespace,
+    *,
+    default_enabled: bool | None,
+    swept: Sequence[str] = (),
+    file_decides: bool = False,
 ) -> tuple[ResolvedConfig, list[str]]:
     """Resolve the config the options describe; ``default_enabled`` fills an absent ``enabled``.
 
-    Raises :class:`ConfigError` with a clear message for a bad file, agent, ``--set`` or
-    ``--sweep`` value.
+    With ``file_decides``, a ``--config`` file that leaves ``enabled`` out runs as it would in
+    OpenClaw (only the post-compaction guard), with a notice saying so; ``default_enabled``
+    then applies only without a file. Raises :class:`ConfigError` with a clear message for a
+    bad file, agent, ``--set`` or ``--sweep`` value.
     """
     block, notices = config_block_from_args(args, swept)
-    if "enabled" not in with_profile_defaults(block) and default_enabled is not None:
+    if "enabled" in with_profile_defaults(block) or default_enabled is None:
+        return resolve_config(block), notices
+    value = str(default_enabled).lower()
+    if args.config and file_decides:
+        notices.append(
+            f"{args.config} does not set 'enabled': {ENABLED_ABSENT}; add --set enabled=true "
+            "to replay with the detectors on"
+        )
+    elif args.config:
         block["enabled"] = default_enabled
-        value = str(default_enabled).lower()
-        if args.config or args.overrides or swept:
-            notices.append(f"the config does not set 'enabled': using enabled={value}")
-        else:
-            notices.append(f"no config given: using the defaults with enabled={value}")
+        notices.append(
+            f"{args.config} does not set 'enabled' (which alone would leave only the "
+            f"post-compaction guard on): using enabled={value}"
+        )
+    else:
+        block["enabled"] = default_enabled
+        notices.append(f"no config file given: the defaults with enabled={value}")
     return resolve_config(block), notices

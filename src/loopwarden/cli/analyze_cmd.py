@@ -44,16 +44,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="replay agent transcripts through the guard and report the loops it would catch",
         description="Replay recorded agent runs (files or directories, formats detected per "
         "file) through a real LoopGuard and report which loops it would have caught, how early, "
-        "and what it would have blocked. With no config, the defaults are used with enabled=true. "
-        "Exit 0 when nothing would have been blocked, 1 when something would have, 2 on usage, "
-        "config or input errors.",
+        "and what it would have blocked. With no --config file, the defaults are used with "
+        "enabled=true (then --set); a file is replayed as it runs: without 'enabled' only the "
+        "post-compaction guard acts. "
+        "Exit 2 on usage or config errors and for a PATH that does not exist; else 1 when "
+        "something would have been blocked (even if some file could not be read: it is "
+        "reported), else 2 when a file could not be read, else 0.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or directories")
     parser.add_argument(
         "--format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto)"
     )
     add_config_options(parser)
-    add_output_option(parser, OUTPUTS)
+    add_output_option(
+        parser, OUTPUTS, default_help="from --out's extension (.html, .json, .jsonl), else text"
+    )
     parser.add_argument("--out", metavar="FILE", help="write the report to FILE, not stdout")
     parser.add_argument(
         "--sweep",
@@ -94,8 +99,14 @@ def run(args: argparse.Namespace) -> int:
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
+    if args.output is None:
+        args.output = output_for(args.out)
     if args.sweep and args.record:
         err.print(_error("--record records the runs of one config: drop --sweep or --record"))
+        return 2
+    problem = _record_problem(args.record) if args.record else None
+    if problem is not None:
+        err.print(_error(f"--record {args.record}: {problem}"), soft_wrap=True)
         return 2
     try:
         variants = parse_sweeps(args.sweep)
@@ -134,10 +145,36 @@ def run(args: argparse.Namespace) -> int:
         err.print(Text.assemble(("warning", "yellow"), f": {printable(line)}"), soft_wrap=True)
     for line in analysis.errors:
         err.print(_error(line), soft_wrap=True)
-    code = 2 if analysis.errors else 1 if analysis.any_block else 0
+    # A loop found is the signal a CI job acts on: it wins over a file that could not be read,
+    # which is still reported above (and in the report). A path that does not exist is a
+    # mistake on the command line: that is exit 2 whatever was found.
+    code = 2 if input_errors or (analysis.errors and not analysis.any_block) else 0
+    code = code or int(analysis.any_block)
     if args.out is not None:
         err.print(_written(args.out, args.output, analysis, code), soft_wrap=True)
     return code
+
+
+_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".jsonl": "jsonl"}
+
+
+def output_for(out: str | None) -> str:
+    """The report format ``--out FILE`` asks for by its extension; text otherwise."""
+    if out is None:
+        return "text"
+    return _EXTENSIONS.get(os.path.splitext(out)[1].lower(), "text")
+
+
+def _record_problem(path: str) -> str | None:
+    """Why ``--record PATH`` cannot take run records (an existing file that is no records
+    database, a path under a file), or None; checked before anything is replayed."""
+    from loopwarden.records import RecordsError, open_db
+
+    try:
+        open_db(path).close()
+    except RecordsError as exc:
+        return str(exc)
+    return None
 
 
 class _NothingToAnalyse(Exception):
@@ -165,6 +202,8 @@ def _written(path: str, output: str, analysis: Analysis, code: int) -> Text:
         + plural(max(t.with_block_or_stop for t in analysis.totals), "trajectory"),
         2: "exit 2: some input could not be analysed (errors above)",
     }[code]
+    if code == 1 and analysis.errors:
+        meaning += f"; {plural(len(analysis.errors), 'input error')} above"
     return Text(f"wrote the {output} report to {printable(path)}; {meaning}")
 
 
@@ -265,7 +304,9 @@ def _configs(
     configs: list[ResolvedConfig] = []
     notices: list[str] = []
     for overrides in variant_overrides:
-        config, found = config_from_args(args, default_enabled=True, swept=overrides)
+        config, found = config_from_args(
+            args, default_enabled=True, swept=overrides, file_decides=True
+        )
         configs.append(config)
         notices.extend(notice for notice in found if notice not in notices)
     return configs, notices

@@ -587,6 +587,29 @@ def _placement_problems(container: Mapping[str, Any], where: str) -> list[str]:
     return problems
 
 
+# The top-level containers loopwarden reads, and the key each holds that it reads.
+_CONTAINERS = {"agents": "list", "tools": "loopDetection"}
+
+
+def _misspelt_containers(full: Mapping[str, Any]) -> list[str]:
+    """A near-miss of ``agents`` or ``tools`` at the top level (``agent: {list: [...]}``) that
+    holds what loopwarden reads there: runtime would ignore it, so it is an error. Other
+    top-level keys are left alone: an OpenClaw config has many that loopwarden does not read."""
+    import difflib
+
+    problems = []
+    names = [key for key in full if isinstance(key, str) and key not in _CONTAINERS]
+    for container, inner in _CONTAINERS.items():
+        for typo in difflib.get_close_matches(container, names, n=3, cutoff=0.8):
+            value = full[typo]
+            if isinstance(value, Mapping) and inner in value:
+                problems.append(
+                    f"{typo}: unknown key; did you mean {container}? (runtime reads "
+                    f"{container}.{inner} only)"
+                )
+    return problems
+
+
 def _stray_keys(container: Mapping[str, Any], where: str, block: str) -> list[str]:
     """Distinctive block keys (thresholds and the like) found in ``container``, not its block."""
     prefix = f"{where}." if where else ""
@@ -604,7 +627,7 @@ _GENERIC_KEYS = frozenset({"enabled", "profile", "detectors"})
 
 def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
     """Check the containers around the blocks; return problems and (path, block) pairs."""
-    problems: list[str] = _placement_problems(full, "")
+    problems: list[str] = _placement_problems(full, "") + _misspelt_containers(full)
     blocks: list[tuple[str, Any]] = []
     tools = full.get("tools")
     if tools is not None and not isinstance(tools, Mapping):
