@@ -13,14 +13,15 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
 from loopwarden.guard import record_message
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
-RUN_ID = "replay"
+if TYPE_CHECKING:
+    from loopwarden.records import RunRecorder
 
 # Per-call timeline codes, in rising severity: what the HTML timeline colours.
 OK, WARNED, WARNING_QUIET, BLOCKED, STOPPED, NOT_RUN = "o", "w", "v", "b", "s", "x"
@@ -185,18 +186,27 @@ def _with_message(mark: Mark | None) -> dict[str, Any] | None:
 
 
 class Replayer:
-    """Replays trajectories through one guard, each in its own session and run."""
+    """Replays trajectories through one guard, each in its own session and run.
 
-    def __init__(self, guard: LoopGuard) -> None:
+    With a ``recorder``, each run is written to the run records under the trajectory's own id
+    (what ``loopwarden runs show ID`` looks up), each loop event with its call number.
+    """
+
+    def __init__(self, guard: LoopGuard, recorder: RunRecorder | None = None) -> None:
         self.guard = guard
         self._sessions = 0
+        self._call = 0  # the number of the call being replayed, counting from 1
+        if recorder is not None:
+            guard.recorder = recorder  # the run starts and ends
+            guard.subscribe(lambda event: recorder.record_event(replace(event, call=self._call)))
 
     def replay(self, trajectory: Trajectory) -> TrajectoryReport:
         """Replay one trajectory and report what the guard did."""
         self._sessions += 1
-        # The trajectory's id names its session (what `loopwarden runs` lists with --record);
-        # the counter keeps two trajectories with one id apart.
-        session = f"{trajectory.id}#{self._sessions}"
+        # One session per trajectory, so that none inherits another's history: named after
+        # the file and the trajectory's place in it; the run is named by the trajectory's id.
+        session = f"{trajectory.source}#{self._sessions}"
+        run_id = trajectory.id
         report = TrajectoryReport(
             id=trajectory.id,
             source=trajectory.source,
@@ -204,14 +214,14 @@ class Replayer:
             orphan_results=trajectory.orphan_results,
             succeeded=trajectory.succeeded,
         )
-        self.guard.start_run(session, RUN_ID)
+        self.guard.start_run(session, run_id)
         stopped = False
         cost = _Cost()
         for item in trajectory.items:
             if isinstance(item, Compaction):
                 if not stopped:
                     report.compactions += 1
-                    self.guard.on_compaction_retry(session, run_id=RUN_ID)
+                    self.guard.on_compaction_retry(session, run_id=run_id)
                 continue
             report.tools.append(item.tool)
             cost.add(item, stopped)
@@ -220,18 +230,22 @@ class Replayer:
                 report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
-            stopped = self._call(session, item, report)
+            stopped = self._replay_call((session, run_id), item, report)
             if stopped:
                 cost.stopped_at = item.at
-        self.guard.end_run(session, RUN_ID)
+        self.guard.end_run(session, run_id)
         cost.fill(report)
         return report
 
-    def _call(self, session: str, call: ToolCall, report: TrajectoryReport) -> bool:
-        """Replay one call; True when the guard stopped the run after it."""
+    def _replay_call(
+        self, where: tuple[str, str], call: ToolCall, report: TrajectoryReport
+    ) -> bool:
+        """Replay one call of (session, run); True when the guard stopped the run after it."""
+        session, run_id = where
         index = len(report.tools) - 1
+        self._call = index + 1
         before = self.guard.before_tool_call(
-            session, call.tool, call.params, run_id=RUN_ID, tool_call_id=call.tool_call_id
+            session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
         )
         _note(report, index, call.tool, before)
         if before.action in ("block", "stop"):
@@ -250,7 +264,7 @@ class Replayer:
             call.params,
             result=result,
             error=error,
-            run_id=RUN_ID,
+            run_id=run_id,
             tool_call_id=call.tool_call_id,
             # A recorded error next to a result marks the call as failed.
             failed=True if call.error is not None else None,

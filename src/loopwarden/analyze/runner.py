@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
+from loopwarden.records import RunRecorder
 from loopwarden.transcripts import (
     EXPECTED,
     NotATranscript,
@@ -168,7 +169,9 @@ def iter_source(
     error, when the file was named explicitly). ``record``: a SQLite file that gets a run
     record for each trajectory (one config only).
     """
-    replayers = [Replayer(LoopGuard(config, record_db=record)) for config in configs]
+    # One writer per file, many rows per transaction (a replay is a bulk write).
+    recorder = RunRecorder(record, batch=500) if record is not None else None
+    replayers = [Replayer(LoopGuard(config), recorder) for config in configs]
     done = 0
     # A forced format that reads no tool call at all read the wrong kind of file: its empty
     # trajectories are held back until a call shows up, and dropped for an error if none does.
@@ -201,9 +204,8 @@ def iter_source(
             f"{_partial(done)}; please report this with the file's format"
         )
     finally:
-        for replayer in replayers:
-            if replayer.guard.recorder is not None:
-                replayer.guard.recorder.close()
+        if recorder is not None:
+            recorder.close()
 
 
 def _read(path: Path, fmt: str, warnings: list[str]) -> Iterator[Trajectory]:
