@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden.core.patterns import as_stop_message
 from loopwarden.guard import record_message
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
@@ -318,7 +319,9 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
             str(error.detector),
             int(error.count),
             # A report is a record: an unknown tool name copied from an error is withheld.
-            record_message(verdict, tool) if verdict is not None else str(decision.message or ""),
+            as_stop_message(record_message(verdict, tool))
+            if verdict is not None
+            else str(decision.message or ""),
         )
         code = STOPPED
     elif verdict is not None and verdict.stuck and action in ("warn", "block", "allow"):

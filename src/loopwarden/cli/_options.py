@@ -8,10 +8,10 @@ from typing import Any
 
 from loopwarden._terminal import printable
 from loopwarden.core.config import (
-    BLOCK_PATH,
     ConfigError,
     ResolvedConfig,
     load_config,
+    parse_override,
     resolve_config,
     validate_config,
     with_profile_defaults,
@@ -64,33 +64,6 @@ def error_text(exc: Exception) -> str:
         source = printable(exc.source) if exc.source else None
         return str(ConfigError([printable(problem) for problem in exc.problems], source))
     return printable(str(exc))
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """Split ``KEY=VALUE`` into a key path and a JSON5 value (bare words stay strings)."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
-    if key.startswith(BLOCK_PATH + "."):
-        key = key[len(BLOCK_PATH) + 1 :]
-    return key.split("."), _parse_value(raw)
-
-
-def _parse_value(raw: str) -> Any:
-    """A ``--set`` value: JSON5, or the bare word itself."""
-    import json
-
-    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading pyjson5
-        return json.loads(raw)
-    except ValueError:
-        pass
-    import pyjson5
-
-    try:
-        return pyjson5.decode(raw, maxdepth=100)
-    except (pyjson5.Json5Exception, RecursionError):
-        return raw
 
 
 def apply_overrides(block: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

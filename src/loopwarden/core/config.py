@@ -848,3 +848,33 @@ def _located_problem(text: str, offset: int, message: str) -> str:
     line = text.count("\n", 0, offset) + 1
     column = offset - text.rfind("\n", 0, offset)
     return f"syntax error at line {line}, column {column}: {message}"
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split a ``--set KEY=VALUE`` into a key path and a JSON5 value (bare words stay strings).
+
+    Here, not with the command line, because the analyzer's sweeps parse the same settings.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
+    if key.startswith(BLOCK_PATH + "."):
+        key = key[len(BLOCK_PATH) + 1 :]
+    return key.split("."), _parse_value(raw)
+
+
+def _parse_value(raw: str) -> Any:
+    """A ``--set`` value: JSON5, or the bare word itself."""
+    import json
+
+    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading pyjson5
+        return json.loads(raw)
+    except ValueError:
+        pass
+    import pyjson5
+
+    try:
+        return pyjson5.decode(raw, maxdepth=100)
+    except (pyjson5.Json5Exception, RecursionError):
+        return raw

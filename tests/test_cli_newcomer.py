@@ -1,9 +1,10 @@
-"""``loopwarden analyze`` as a newcomer meets it: the order of the report, its exit codes, where
-the report goes, and the errors that used to be silent."""
+"""The command line as a newcomer meets it: the order of the analyze report, its exit codes, where
+the report goes, the errors that used to be silent, and what the other commands say."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,17 +161,23 @@ def test_a_sweep_without_a_config_does_not_talk_of_one(
 
 
 def test_a_stop_reason_does_not_say_the_call_was_blocked(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    _, out, _ = run(capsys, str(OPENCLAW))
-    assert "stopped the run at call 17" in out
-    assert "so the call was blocked" not in out
+    path = flat(tmp_path / "loop.jsonl", rows("r", ["same"] * 8))
+    _, out, _ = run(capsys, str(path), "--set", "profile=recommended")
+    block, stop = (line for line in out.splitlines() if line.startswith("  why:"))
+    assert "This is a loop, so the call was blocked." in block
+    assert "This is a loop, so the run was stopped." in stop
+    db = tmp_path / "runs.db"
+    run(capsys, str(path), "--set", "profile=recommended", "--record", str(db))
+    assert main(["runs", "show", "r", "--db", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert "stopped because: CRITICAL" in shown and "so the run was stopped" in shown
+    assert shown.count("so the call was blocked") == 1  # the block's event only
 
 
 def test_config_check_into_a_closed_pipe_exits_as_the_other_commands() -> None:
     example = Path(__file__).resolve().parents[1] / "examples" / "openclaw.json"
-    import os
-
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -184,3 +191,52 @@ def test_config_check_into_a_closed_pipe_exits_as_the_other_commands() -> None:
         os.close(write_end)
     assert done.stderr == b"", done.stderr.decode()
     assert done.returncode == 141
+
+
+def test_hooks_status_names_no_other_cli_for_a_missing_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert main(["hooks", "install", "claude-code"]) == 0
+    settings = home / ".claude" / "settings.json"
+    program = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"].split()[0]
+    settings.write_text(settings.read_text().replace(program, "/gone/python"))
+    capsys.readouterr()
+    assert main(["hooks", "status", "claude-code", "--output", "json"]) == 1
+    targets = json.loads(capsys.readouterr().out)["targets"]
+    (problem,) = next(t for t in targets if t["scope"] == "user")["problems"]
+    assert "'/gone/python' is missing" in problem and "Gemini CLI then blocks" not in problem
+
+
+def test_hook_help_gives_the_real_default_database() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "hook", "--help"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert "(default: runs.db)" not in done.stdout
+    assert "$XDG_STATE_HOME/loopwarden/runs.db" in done.stdout.split("--db FILE")[1]
+
+
+def test_an_exempt_tool_is_still_watched_by_the_post_compaction_guard_as_documented() -> None:
+    import loopwarden as lw
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "the post-compaction guard still watches it" in readme
+    guard = lw.LoopGuard({"enabled": True, "toolPolicies": {"sleep": {"exempt": True}}})
+    guard.start_run("s", "r")
+    for _ in range(40):  # far past every threshold: no detector acts on an exempt tool
+        assert guard.before_tool_call("s", "sleep", {"s": 1}, run_id="r").action == "allow"
+        guard.after_tool_call("s", "sleep", {"s": 1}, result="ok", run_id="r")
+    guard.on_compaction_retry("s", run_id="r")
+    actions = []
+    for _ in range(3):
+        guard.before_tool_call("s", "sleep", {"s": 1}, run_id="r")
+        actions.append(
+            guard.after_tool_call("s", "sleep", {"s": 1}, result="ok", run_id="r").action
+        )
+    assert actions == ["allow", "allow", "stop"]
