@@ -240,3 +240,86 @@ def test_an_exempt_tool_is_still_watched_by_the_post_compaction_guard_as_documen
             guard.after_tool_call("s", "sleep", {"s": 1}, result="ok", run_id="r").action
         )
     assert actions == ["allow", "allow", "stop"]
+
+
+# -- 11. a file cut short --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_a_file_cut_short_is_analysed_as_far_as_it_goes_with_a_warning_in_every_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str
+) -> None:
+    import gzip
+
+    whole = OPENCLAW.read_bytes()
+    if suffix == ".jsonl":
+        data = whole[: whole.index(b'"name":"exec"', len(whole) * 3 // 4)]
+    else:
+        packed = gzip.compress(whole)
+        data = packed[: len(packed) * 3 // 4]  # a copy interrupted three quarters in
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(data)
+    code, out, err = run(capsys, str(path), "--output", "json")
+    doc = json.loads(out)
+    assert code in (0, 1) and doc["errors"] == []
+    assert doc["summary"]["calls"] > 0
+    (warning,) = doc["warnings"]
+    assert warning.startswith(f"{path}:") and warning in err
+    _, html, _ = run(capsys, str(path), "--output", "html")
+    assert "were analysed" in html and "class='warnings" in html
+
+
+# -- 12. stdin, and flat JSON lines under other names ----------------------------------------------
+
+
+def _cli(*args: str, stdin: bytes) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "analyze", *args],
+        input=stdin, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def test_analyze_reads_a_transcript_from_stdin() -> None:
+    done = _cli("-", "--output", "json", stdin=OPENCLAW.read_bytes())
+    assert done.returncode == 1, done.stderr
+    (traj,) = json.loads(done.stdout)["trajectories"]
+    assert traj["source"] == "-" and traj["format"] == "openclaw" and traj["stopped"]
+    import gzip
+
+    packed = _cli("-", "--output", "json", stdin=gzip.compress(OPENCLAW.read_bytes()))
+    assert json.loads(packed.stdout)["trajectories"] == [traj]
+    broken = _cli("-", stdin=b"{not json\n")
+    assert broken.returncode == 2 and "error: -:1: not valid JSON" in broken.stderr
+    assert "loopwarden-stdin" not in broken.stderr  # the copy's name never shows
+
+
+def test_flat_json_lines_with_other_field_names_are_mapped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = [
+        {"session_id": 7, "name": "exec", "input": {"command": "make"},
+         "output": {"text": "same"}, "n": i}
+        for i in range(25)
+    ]  # fmt: skip
+    path = flat(tmp_path / "mine.jsonl", lines)
+    mapping = ["--field", "trajectory=session_id", "--field", "tool=name", "--field",
+               "args=input", "--field", "result=output.text", "--field", "step=n"]  # fmt: skip
+    code, out, err = run(capsys, str(path), *mapping, "--output", "json")
+    assert code == 1, err
+    (traj,) = json.loads(out)["trajectories"]
+    assert (traj["id"], traj["calls"], traj["format"]) == ("7", 25, "jsonl")
+    assert traj["first_block"] is not None
+    # The same calls under the flat format's own names give the same verdicts.
+    own = flat(tmp_path / "own.jsonl", rows("7", ["same"] * 25))
+    _, same, _ = run(capsys, str(own), "--output", "json")
+    assert json.loads(same)["trajectories"][0]["events"] == traj["events"]
+    # A line without the mapped field is named as the file names it.
+    code, _, err = run(capsys, str(path), "--field", "trajectory=sid")
+    assert code == 2 and 'missing "sid" (--field trajectory=sid)' in err
+    for bad in (["--field", "tool"], ["--field", "bogus=x"], ["--field", "tool=name",
+                "--format", "openclaw"]):  # fmt: skip
+        code, _, err = run(capsys, str(path), *bad)
+        assert code == 2 and "--field" in err

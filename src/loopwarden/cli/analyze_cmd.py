@@ -38,6 +38,7 @@ OUTPUTS = ("text", "json", "jsonl", "html")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``analyze`` command."""
     from loopwarden.transcripts import FORMATS
+    from loopwarden.transcripts.flat_jsonl import FIELDS
 
     parser = subparsers.add_parser(
         "analyze",
@@ -51,9 +52,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "something would have been blocked (even if some file could not be read: it is "
         "reported), else 2 when a file could not be read, else 0.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or directories")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="transcript files or directories; - reads one transcript from stdin",
+    )
     parser.add_argument(
         "--format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto)"
+    )
+    parser.add_argument(
+        "--field",
+        metavar="KEY=NAME",
+        action="append",
+        default=[],
+        help="read flat JSON lines whose fields have other names: KEY is one of "
+        f"{', '.join(FIELDS)}, NAME the field that holds it in your file (a.b: field b of "
+        "object a), e.g. --field trajectory=session_id --field tool=name; implies --format "
+        "jsonl (repeatable)",
     )
     add_config_options(parser)
     add_output_option(
@@ -95,7 +111,6 @@ def _jobs(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis and write the report; returns the exit code."""
-    from loopwarden.analyze.runner import collect_sources
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
@@ -109,12 +124,60 @@ def run(args: argparse.Namespace) -> int:
         err.print(_error(f"--record {args.record}: {problem}"), soft_wrap=True)
         return 2
     try:
+        args.fields = parse_fields(args.field, args.format)
         variants = parse_sweeps(args.sweep)
         configs, notices = _configs(args, [variant.overrides for variant in variants])
     except ConfigError as exc:
         err.print(_error(error_text(exc), escaped=True), soft_wrap=True)
         return 2
-    sources, input_errors = collect_sources(args.paths)
+    with _stdin_copy(args.paths) as stdin:
+        sources, input_errors = _sources(args.paths, stdin)
+        return _run(args, err, (configs, variants, notices), (sources, input_errors))
+
+
+def _sources(paths: Sequence[str], stdin: str | None) -> tuple[list[Source], list[str]]:
+    """The command line's paths as sources, in order; ``-`` is stdin (copied to ``stdin``)."""
+    from loopwarden.analyze.runner import Source, collect_sources
+
+    sources: list[Source] = []
+    errors: list[str] = []
+    for path in paths:
+        if path == "-" and stdin is not None:
+            sources.append(Source(stdin, explicit=True, name="-"))
+            continue
+        found, problems = collect_sources([path])
+        sources += found
+        errors += problems
+    return sources, errors
+
+
+@contextmanager
+def _stdin_copy(paths: Sequence[str]) -> Iterator[str | None]:
+    """With ``-`` among the paths: stdin copied to a temporary file (the readers detect the
+    format, then read the file again), removed afterwards; a gzip stream stays compressed."""
+    if "-" not in paths:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="loopwarden-stdin-") as folder:
+        head = sys.stdin.buffer.peek(2)[:2] if hasattr(sys.stdin.buffer, "peek") else b""
+        path = os.path.join(folder, "stdin.gz" if head == b"\x1f\x8b" else "stdin")
+        with open(path, "wb") as copy:
+            shutil.copyfileobj(sys.stdin.buffer, copy, 1 << 20)
+        yield path
+
+
+def _run(
+    args: argparse.Namespace,
+    err: Console,
+    setup: tuple[list[ResolvedConfig], list[Variant], list[str]],
+    inputs: tuple[list[Source], list[str]],
+) -> int:
+    """Replay the sources and write the report; returns the exit code."""
+    configs, variants, notices = setup
+    sources, input_errors = inputs
     clash = _input_at(args.out, sources) if args.out is not None else None
     if clash is not None:
         err.print(
@@ -153,6 +216,29 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         err.print(_written(args.out, args.output, analysis, code), soft_wrap=True)
     return code
+
+
+def parse_fields(specs: Sequence[str], fmt: str) -> tuple[tuple[str, str], ...]:
+    """``--field KEY=NAME`` options as (KEY, NAME) pairs; :class:`ConfigError` when one is not
+    of that shape, names an unknown KEY or a KEY twice, or comes with a format other than jsonl."""
+    from loopwarden.transcripts.flat_jsonl import FIELDS
+
+    pairs: list[tuple[str, str]] = []
+    for spec in specs:
+        key, sep, name = (part.strip() for part in spec.partition("="))
+        if not sep or not name or key not in FIELDS:
+            raise ConfigError(
+                [
+                    f"--field {spec!r}: expected KEY=NAME with KEY one of {', '.join(FIELDS)}, "
+                    "e.g. --field trajectory=session_id"
+                ]
+            )
+        if any(key == seen for seen, _ in pairs):
+            raise ConfigError([f"--field {key} given twice"])
+        pairs.append((key, name))
+    if pairs and fmt not in ("auto", "jsonl"):
+        raise ConfigError([f"--field names the fields of --format jsonl, not --format {fmt}"])
+    return tuple(pairs)
 
 
 _EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".jsonl": "jsonl"}
@@ -263,6 +349,7 @@ def _analyze_and_write(
             on_trajectory=writer.trajectory if writer else None,
             on_file=advance,
             record=args.record,
+            fields=args.fields,
         )
     analysis.errors[:0] = input_errors
     if not any(totals.trajectories for totals in analysis.totals):

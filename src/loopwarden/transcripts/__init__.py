@@ -7,7 +7,7 @@ JSONL formats are streamed line by line; document formats (one JSON value per fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +107,18 @@ class NotATranscript(TranscriptError):
         )
 
 
-def read_transcripts(path: Path, fmt: str = "auto") -> Iterator[Trajectory]:
+def read_transcripts(
+    path: Path, fmt: str = "auto", fields: Mapping[str, str] | None = None
+) -> Iterator[Trajectory]:
     """Import every trajectory in ``path`` (a file or an OpenHands conversation directory).
 
     With ``fmt="auto"`` the format is detected; a file that is not a transcript raises
     :class:`NotATranscript` (callers scanning directories may skip those). Malformed content
-    raises :class:`TranscriptError` naming the file and, for JSONL, the line.
+    raises :class:`TranscriptError` naming the file and, for JSONL, the line. ``fields``
+    renames the fields of the flat ``jsonl`` format (and implies it).
     """
+    if fields:
+        return flat_jsonl.read(path, fields)
     doc: Any = None
     if fmt == "auto":
         found = detect(path)
