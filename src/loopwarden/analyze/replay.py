@@ -9,7 +9,9 @@ the run is over: the remaining calls are not replayed, only counted.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +70,12 @@ class TrajectoryReport:
     timeline: list[str] = field(default_factory=list)  # one code per call (OK, WARNED...)
     marks: list[Mark] = field(default_factory=list)
     compactions: int = 0
+    # Where each compaction fell: the number of calls before it (the HTML strip marks it).
+    compaction_at: list[int] = field(default_factory=list)
+    # The arguments of the first warned, blocked and stopped call, shortened and with secret-
+    # looking values masked, by call index: only the HTML report shows them (a local page of
+    # the user's own transcripts, so that the reader sees what repeated); never the JSON.
+    previews: dict[int, str] = field(default_factory=dict)
     orphan_results: int = 0
     # The indices of the calls that would not have run under the guard: the blocked ones, the
     # one a stop refused, and every call recorded after the run was stopped. Unlike
@@ -222,6 +230,7 @@ class Replayer:
             if isinstance(item, Compaction):
                 if not stopped:
                     report.compactions += 1
+                    report.compaction_at.append(len(report.tools))
                     self.guard.on_compaction_retry(session, run_id=run_id)
                 continue
             report.tools.append(item.tool)
@@ -249,6 +258,7 @@ class Replayer:
             session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
         )
         _note(report, index, call.tool, before)
+        _preview(report, index, call, before.action)
         if before.action in ("block", "stop"):
             report.saved.append(index)  # this call would not have run
         if before.action == "stop":
@@ -271,6 +281,7 @@ class Replayer:
             failed=True if call.error is not None else None,
         )
         _note(report, index, call.tool, after)
+        _preview(report, index, call, after.action)
         return after.action == "stop"
 
 
@@ -340,6 +351,39 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
     report.marks.append(mark)
     if _SEVERITY[code] > _SEVERITY[report.timeline[index]]:
         report.timeline[index] = code
+
+
+PREVIEW_CHARS = 80
+_SECRET_KEY = re.compile(r"pass|secret|token|api.?key|auth|credential|cookie|private", re.I)
+
+
+def _preview(report: TrajectoryReport, index: int, call: ToolCall, action: str) -> None:
+    """Keep the arguments of the run's first warned, blocked and stopped call."""
+    if action not in ("warn", "block", "stop") or index in report.previews:
+        return
+    if any(mark.action == action and mark.index < index for mark in report.marks):
+        return  # not the first of its kind
+    report.previews[index] = args_preview(call.params)
+
+
+def args_preview(params: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A call's arguments in one line of at most ``limit`` characters: compact JSON, values
+    under secret-looking keys (password, token, api_key...) masked, the rest cut with "…"."""
+    text = json.dumps(_masked(params), ensure_ascii=False, default=str, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _masked(value: Any, depth: int = 0) -> Any:
+    if depth > 20:
+        return "…"
+    if isinstance(value, dict):
+        return {
+            str(key): "•••" if _SECRET_KEY.search(str(key)) else _masked(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_masked(item, depth + 1) for item in value[:20]]
+    return value
 
 
 @contextmanager

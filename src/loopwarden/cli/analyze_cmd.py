@@ -29,6 +29,7 @@ from loopwarden.cli._options import (
 
 if TYPE_CHECKING:
     from loopwarden.analyze.replay import TrajectoryReport
+    from loopwarden.analyze.report_html import PageContext
     from loopwarden.analyze.runner import Analysis, KeepFilter, Source
     from loopwarden.analyze.sweep import Variant
 
@@ -359,17 +360,31 @@ def _analyze_and_write(
     elif args.sweep and args.output == "text":
         report_text.write_sweep_text(analysis, variants, notices, out)
     elif args.sweep and args.output == "html":
-        report_html.write_sweep_html(analysis, variants, notices, out)
+        report_html.write_sweep_html(analysis, variants, notices, out, _page_context(args))
     elif args.sweep:
         report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
     else:
-        writers = {
-            "text": report_text.write_text,
-            "json": report_json.write_json,
-            "html": report_html.write_html,
-        }
-        writers[args.output](analysis, notices, out)
+        writers = {"text": report_text.write_text, "json": report_json.write_json}
+        if args.output == "html":
+            report_html.write_html(analysis, notices, out, _page_context(args))
+        else:
+            writers[args.output](analysis, notices, out)
     return analysis
+
+
+def _page_context(args: argparse.Namespace) -> PageContext:
+    """What the HTML page's header says: the inputs, the command line, the time (UTC)."""
+    import shlex
+    from datetime import datetime, timezone
+
+    from loopwarden.analyze.report_html import PageContext
+
+    argv = getattr(args, "argv", None) or ["analyze", *args.paths]
+    return PageContext(
+        inputs=tuple(args.paths),
+        command=shlex.join(["loopwarden", *argv]),
+        when=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
 
 
 def _keep_none(report: TrajectoryReport) -> bool:
