@@ -258,8 +258,8 @@ def _command_problems(command: str) -> list[str]:
     program = words[0] if words else None
     if program is None or not (os.path.isfile(program) and os.access(program, os.X_OK)):
         return [
-            f"the hook's program {program!r} is missing: the CLI cannot run it (Gemini CLI "
-            "then blocks every tool call); run 'loopwarden hooks install' again"
+            f"the hook's program {program!r} is missing: the CLI cannot run it, so no call "
+            "is guarded; run 'loopwarden hooks install' again"
         ]
     from loopwarden.cli._options import config_block_from_args
 
