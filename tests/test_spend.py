@@ -206,3 +206,23 @@ def test_the_text_report_says_the_spend_and_what_came_after_the_first_block(
     text = capsys.readouterr().out
     assert f"Spend: ${total:,.2f} over {len(MINI)} runs;" in text
     assert "1 run records tokens but no money: --price MODEL=IN,OUT" in text
+
+
+def test_the_html_report_charts_spend_per_model_and_says_each_runs_spend(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    assert main(["analyze", *map(str, MINI), *map(str, SWE), *TIGHT, "--out", str(page)]) == 1
+    html = page.read_text()
+    chart = html[
+        html.index("<svg id='spend'") : html.index("</svg>", html.index("<svg id='spend'"))
+    ]
+    mini_total = sum(
+        json.loads(p.read_text())["info"]["model_stats"]["instance_cost"] for p in MINI
+    )
+    model = json.loads(MINI[0].read_text())["info"]["config"]["model"]["model_name"]
+    assert f"<title>{model}: ${mini_total:,.2f} spent</title>" in chart
+    assert "<title>gpt-4o: $0.02 spent</title>" in chart  # the SWE-agent 1.x run
+    for path in MINI:  # each run's strip says what it spent
+        cost = json.loads(path.read_text())["info"]["model_stats"]["instance_cost"]
+        assert f"${cost:,.2f} spent" in html
