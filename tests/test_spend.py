@@ -226,3 +226,71 @@ def test_the_html_report_charts_spend_per_model_and_says_each_runs_spend(
     for path in MINI:  # each run's strip says what it spent
         cost = json.loads(path.read_text())["info"]["model_stats"]["instance_cost"]
         assert f"${cost:,.2f} spent" in html
+
+
+CODING = data_path("coding_agents")
+
+
+def test_codex_rollouts_spend_each_responses_last_token_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Real Codex CLI rollouts: a token_count event after each model response."""
+    rollouts = sorted((CODING / "codex" / "rollouts").glob("*.jsonl"))
+    expected = [0, 0, 0]  # input, output, cached, of the responses that made calls
+    for path in rollouts:
+        calls_since = 0
+        for line in path.read_text().splitlines():
+            obj = json.loads(line)
+            payload = obj.get("payload") or {}
+            if obj.get("type") == "response_item" and payload.get("type") in (
+                "function_call",
+                "custom_tool_call",
+                "local_shell_call",
+            ):
+                calls_since += 1
+            elif obj.get("type") == "event_msg" and payload.get("type") == "token_count":
+                last = (payload.get("info") or {}).get("last_token_usage") or {}
+                if calls_since and last:
+                    expected[0] += last["input_tokens"]
+                    expected[1] += last["output_tokens"]
+                    expected[2] += last["cached_input_tokens"]
+                calls_since = 0
+    spend = analyze(capsys, *map(str, rollouts))["summary"]["spend"]
+    assert expected[0] > 0
+    assert [spend["input_tokens"], spend["output_tokens"], spend["cached_tokens"]] == expected
+    assert spend["cost"] is None and spend["runs"]["tokens_only"] > 0
+
+
+def test_claude_code_sessions_spend_each_responses_usage_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Claude Code writes a response's usage on each of its lines: counted once per response."""
+    sessions = sorted((CODING / "claude-code" / "transcripts").rglob("*.jsonl"))
+    prompt = output = 0
+    for path in sessions:
+        seen: set[str] = set()  # response ids are unique within a session file
+        for line in path.read_text().splitlines():
+            obj = json.loads(line)
+            message = obj.get("message") if obj.get("type") == "assistant" else None
+            if not isinstance(message, dict) or message.get("id") in seen:
+                continue
+            content = message.get("content")
+            if not (
+                isinstance(content, list)
+                and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+            ):
+                continue
+            usage = message["usage"]
+            seen.add(message["id"])
+            prompt += sum(
+                usage.get(key, 0)
+                for key in (
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                )
+            )
+            output += usage["output_tokens"]
+    spend = analyze(capsys, *map(str, sessions))["summary"]["spend"]
+    assert prompt > 0
+    assert (spend["input_tokens"], spend["output_tokens"]) == (prompt, output)
