@@ -319,7 +319,11 @@ def script() -> list[AIMessage]:
     """Asks the time once, then the weather of Paris until the guard blocks it."""
     calls = [("get_time", "Rome")] + [("get_weather", "Paris")] * 6
     messages = [
-        AIMessage(content="", tool_calls=[{"name": name, "args": {"city": city}, "id": f"c{i}"}])
+        AIMessage(
+            content="",
+            tool_calls=[{"name": name, "args": {"city": city}, "id": f"c{i}"}],
+            usage_metadata={"input_tokens": 100 + i, "output_tokens": 7, "total_tokens": 107 + i},
+        )
         for i, (name, city) in enumerate(calls)
     ]
     return [*messages, AIMessage(content="I give up.")]
@@ -393,8 +397,14 @@ def test_openinference_langchain_tool_spans_are_read_back(
     # A blocked call never reaches the tool, so OpenInference records no TOOL span for it.
     assert [call.tool for call in run.calls] == ["get_time"] + ["get_weather"] * (6 - blocked)
     assert {call.result for call in run.calls[1:]} == {"It is 21C in Paris."}
+    # Each LLM span's token counts (from the messages' usage) go on the call it issued.
+    assert [call.usage and call.usage.input_tokens for call in run.calls] == [
+        100 + i for i in range(len(run.calls))
+    ]
     report = analyze_json(path, "warningThreshold=2", "criticalThreshold=4")
     [replayed] = report["trajectories"]
+    assert replayed["spend"]["input_tokens"] == sum(100 + i for i in range(len(run.calls)))
+    assert replayed["spend"]["output_tokens"] == 7 * len(run.calls)
     assert [(e["index"], e["action"]) for e in replayed["events"]][:1] == [
         (int(live[0].tool_call_id[1:]), "warn")  # type: ignore[index]
     ]

@@ -11,22 +11,25 @@ same. A span is a tool call when it follows either convention:
 
 Arguments that hold a JSON value are parsed; a span whose status is an error is a failed call.
 A trace's spans may arrive over many lines (batches): they are gathered per ``traceId`` and
-ordered by start time. Traces without tool spans are not runs and are left out.
+ordered by start time. Traces without tool spans are not runs and are left out. A model call's
+span (GenAI ``chat``, OpenInference ``LLM``) gives its tokens to the first tool call after it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import iter_lines, load_json, open_text
-from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
+from loopwarden.transcripts._io import iter_lines, load_json, open_text, usage_of
+from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError, Usage
 
 FORMAT = "otlp"
 
 _ERROR_CODES = (2, "STATUS_CODE_ERROR")
+_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 
 
 def looks_like(obj: Any) -> bool:
@@ -37,15 +40,40 @@ def looks_like(obj: Any) -> bool:
 def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
     """One trajectory per trace that has tool-call spans, in order of each trace's first call."""
     exports = [doc] if doc is not None else list(_exports(path))
-    traces: dict[str, list[tuple[int, ToolCall]]] = {}
+    traces: dict[str, list[tuple[int, ToolCall | _Response]]] = {}
     for export in exports:
-        for trace_id, start, call in _tool_spans(export, path):
-            traces.setdefault(trace_id, []).append((start, call))
-    runs = sorted(traces.items(), key=lambda item: min(start for start, _ in item[1]))
-    for trace_id, calls in runs:
-        trajectory = Trajectory(id=trace_id, source=str(path), format=FORMAT)
-        trajectory.items.extend(call for _, call in sorted(calls, key=lambda pair: pair[0]))
-        yield trajectory
+        for trace_id, start, item in _spans(export, path):
+            traces.setdefault(trace_id, []).append((start, item))
+    runs = [
+        (trace_id, sorted(items, key=lambda pair: pair[0]))
+        for trace_id, items in traces.items()
+        if any(isinstance(item, ToolCall) for _, item in items)
+    ]
+    runs.sort(key=lambda run: run[1][0][0])
+    for trace_id, items in runs:
+        yield _trajectory(path, trace_id, [item for _, item in items])
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    """A model call's span (GenAI ``chat``, OpenInference ``LLM``): its model and tokens."""
+
+    model: str | None
+    usage: Usage | None
+
+
+def _trajectory(path: Path, trace_id: str, items: list[ToolCall | _Response]) -> Trajectory:
+    """The trace's calls in order; a model response's tokens go on the first call after it."""
+    trajectory = Trajectory(id=trace_id, source=str(path), format=FORMAT)
+    pending: Usage | None = None
+    for item in items:
+        if isinstance(item, _Response):
+            pending = item.usage
+            trajectory.model = item.model or trajectory.model
+        else:
+            item.usage, pending = pending, None
+            trajectory.items.append(item)
+    return trajectory
 
 
 def _exports(path: Path) -> Iterator[Any]:
@@ -63,17 +91,41 @@ def _exports(path: Path) -> Iterator[Any]:
         yield obj
 
 
-def _tool_spans(export: Any, path: Path) -> Iterator[tuple[str, int, ToolCall]]:
+def _spans(export: Any, path: Path) -> Iterator[tuple[str, int, ToolCall | _Response]]:
     if not looks_like(export):
         raise TranscriptError(str(path), "not an OTLP traces export (no resourceSpans)")
     for resource in export["resourceSpans"]:
-        for scope in _list(resource, "scopeSpans") or _list(
-            resource, "instrumentationLibrarySpans"
-        ):
+        scopes = _list(resource, "scopeSpans") or _list(resource, "instrumentationLibrarySpans")
+        for scope in scopes:
             for span in _list(scope, "spans"):
-                found = _tool_call(span)
+                found = _tool_call(span) or _response(span)
                 if found is not None:
                     yield str(span.get("traceId", "")), *found
+
+
+def _response(span: Any) -> tuple[int, _Response] | None:
+    """A model call's span with what it cost (GenAI or OpenInference token counts)."""
+    if not isinstance(span, dict):
+        return None
+    attrs = attributes(_list(span, "attributes"))
+    if attrs.get("openinference.span.kind") == "LLM":
+        usage = usage_of(
+            attrs.get("llm.token_count.prompt"),
+            attrs.get("llm.token_count.completion"),
+            attrs.get("llm.token_count.prompt_details.cache_read"),
+        )
+        model = attrs.get("llm.model_name")
+    elif attrs.get("gen_ai.operation.name") in _MODEL_OPERATIONS:
+        usage = usage_of(
+            attrs.get("gen_ai.usage.input_tokens"),
+            attrs.get("gen_ai.usage.output_tokens"),
+            attrs.get("gen_ai.usage.cache_read.input_tokens"),
+        )
+        model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+    else:
+        return None
+    name = model if isinstance(model, str) else None
+    return _int(span.get("startTimeUnixNano")), _Response(name, usage)
 
 
 def _list(obj: Any, key: str) -> list[Any]:
