@@ -1,0 +1,71 @@
+"""Which install of loopwarden's hook decides when the user's and the project's both run.
+
+The CLIs run every matching hook of every settings file, so a user-level install and a
+project-level one would both see each event (and, with different settings, neither one's
+behaviour would hold). The project's install wins: it is the more specific one, as the CLIs'
+own settings go. The user-level command carries ``--scope user`` and stands aside (answers
+nothing) when the project it runs in has loopwarden's hook of its own.
+
+It runs in the hook process on every event of a user-level install, so it imports only
+``os`` until it finds a project settings file that names loopwarden.
+"""
+
+from __future__ import annotations
+
+import os
+
+from loopwarden.hooks._paths import user_settings
+
+_FOLDER = {"claude-code": ".claude", "codex": ".codex", "gemini-cli": ".gemini"}
+_NAMES = {
+    "claude-code": ("settings.json", "settings.local.json"),
+    "codex": ("hooks.json",),
+    "gemini-cli": ("settings.json",),
+}
+
+
+def project_settings(agent: str, start: str | None = None) -> list[str]:
+    """The project settings files ``agent`` reads for a session started in ``start``.
+
+    Claude Code and Gemini CLI read the project folder they name in ``CLAUDE_PROJECT_DIR`` /
+    ``GEMINI_PROJECT_DIR`` (the working folder otherwise); Codex reads ``.codex/`` in the
+    working folder and each folder above it, up to the repository's root (``.git``).
+    """
+    if start is None:
+        named = {"claude-code": "CLAUDE_PROJECT_DIR", "gemini-cli": "GEMINI_PROJECT_DIR"}
+        start = os.environ.get(named.get(agent, ""), "") or os.getcwd()
+    folders = [os.path.abspath(start)]
+    if agent == "codex":
+        while not os.path.exists(os.path.join(folders[-1], ".git")):
+            parent = os.path.dirname(folders[-1])
+            if parent == folders[-1]:
+                break
+            folders.append(parent)
+    user = os.path.realpath(user_settings(agent))
+    found = []
+    for folder in folders:
+        for name in _NAMES[agent]:
+            path = os.path.join(folder, _FOLDER[agent], name)
+            if os.path.realpath(path) != user:  # a project in HOME: that file is the user's
+                found.append(path)
+    return found
+
+
+def project_has_own(agent: str, start: str | None = None) -> str | None:
+    """The project settings file holding loopwarden's hook for ``agent``, if one does."""
+    for path in project_settings(agent, start):
+        try:
+            with open(path, "rb") as file:
+                raw = file.read()
+        except OSError:
+            continue
+        if b"loopwarden" not in raw:
+            continue
+        from loopwarden.hooks._install import SettingsError, installed, parse_settings
+
+        try:
+            if installed(parse_settings(raw), agent):
+                return path
+        except SettingsError:
+            continue
+    return None
