@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import claude_argv, claude_env
+from _clis import claude_argv, claude_env, install_then_remove_loopwarden
 from fake_anthropic import FakeAnthropic, RepeatCommand, block_text, tool_results
 
 from loopwarden.cli.hook_cmd import hook_config
@@ -191,3 +191,15 @@ def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_gu
     assert after == [False] * 4 + [True] * 5, run.explain()
     assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
     assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")
+
+
+def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:
+    """``pip uninstall loopwarden`` with the hook still in the settings: the hook's command
+    finds no program and answers nothing, so every call runs, with no hook error."""
+    count = tmp_path / "count"
+    scope = ["--project", str(project.work)]
+    install_then_remove_loopwarden("claude-code", scope, project.env, tmp_path / "gone")
+    run = project.run(RepeatCommand(commands=[failing(count)] * 6), count)
+    assert run.executions == 6, run.explain()
+    assert all("FAIL: 3 tests failed" in block_text(r) for r in run.results())
+    assert "hook error" not in run.stdout.lower() and "not found" not in run.stdout, run.explain()

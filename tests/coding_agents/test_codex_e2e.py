@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import codex_argv, codex_config, codex_env
+from _clis import codex_argv, codex_config, codex_env, install_then_remove_loopwarden
 from fake_openai import FakeOpenAI, RepeatCommand, messages, output_text, tool_outputs
 
 from loopwarden.cli.hook_cmd import hook_config
@@ -325,3 +325,17 @@ def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden
     again = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
     assert again.executions == 6, again.explain()
     assert len(audit.read_text().splitlines()) == 12
+
+
+def test_with_loopwarden_uninstalled_every_call_runs(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """``pip uninstall loopwarden`` with the hook still in hooks.json: the hook's command finds
+    no program and answers nothing, so every call runs (Codex ran them before the command's
+    guard too, as a failed hook does not block there; this keeps it so)."""
+    count = tmp_path / "count"
+    env = codex_env(tmp_path / "home", tmp_path / "codex-home")
+    install_then_remove_loopwarden("codex", ["--user"], env, tmp_path / "gone")
+    run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
+    assert run.executions == 6, run.explain()
+    assert all("FAIL: 3 tests failed" in out for out in run.outputs()), run.explain()
