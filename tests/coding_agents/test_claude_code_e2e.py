@@ -84,6 +84,7 @@ class Project:
         for folder in (root / "home", self.work, root / "state"):
             folder.mkdir()
         self.env = claude_env(root / "home") | {"XDG_STATE_HOME": str(root / "state")}
+        self.env_home = root / "home"
 
     def lw(self, *args: str) -> str:
         """Run a ``loopwarden`` command as the user would; its stdout."""
@@ -91,6 +92,13 @@ class Project:
         done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+    def shown_to_user(self, session_id: str) -> list[str]:
+        """The hooks' messages to the user (``systemMessage``) in the session's transcript."""
+        [transcript] = (self.env_home / ".claude" / "projects").rglob(f"{session_id}.jsonl")
+        lines = [json.loads(line) for line in transcript.read_text().splitlines() if line]
+        attachments = [line.get("attachment") or {} for line in lines]
+        return [a["content"] for a in attachments if a.get("type") == "hook_system_message"]
 
     def install(self, *options: str) -> None:
         """``loopwarden hooks install claude-code --project DIR`` with extra options."""
@@ -157,6 +165,13 @@ def test_failing_command_loop_is_blocked_at_its_fourth_call(
     # afterwards, the user can find the run: blocked, then stopped (the second block)
     listed = project.lw("runs", "list", "--blocked")
     assert f"claude-code:{run.session_id()}" in listed and "stopped" in listed
+    # the person at the keyboard was told of the block and of the stop: the messages Claude Code
+    # shows to the user (systemMessage), as its session transcript records them
+    shown = project.shown_to_user(run.session_id())
+    assert [m.split(":")[0] for m in shown] == [
+        "loopwarden refused a Bash call",
+        *["loopwarden stopped the turn at a Bash call"] * (10 - BLOCKED_CALL),
+    ], shown
 
 
 def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path) -> None:
@@ -191,6 +206,10 @@ def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_gu
     assert after == [False] * 4 + [True] * 5, run.explain()
     assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
     assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")
+    # the user was told why the run ended (headless, Claude Code's result is "" all the same)
+    shown = project.shown_to_user(run.session_id())
+    assert shown and shown[0].startswith("loopwarden stopped the turn at a Bash call: "), shown
+    assert COMPACTION_STOP in shown[0], shown
 
 
 def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:

@@ -200,6 +200,10 @@ def test_failing_command_loop_is_blocked_at_its_fourth_call(
         run.explain()
     )
     assert all(out.startswith(CODEX_DENIED) for out in outputs[RAN:]), run.explain()
+    # Codex appends ". Command: <cmd>" to the reason: one full stop, not two
+    assert not any(".. Command:" in out for out in outputs), run.explain()
+    # codex exec shows the person at the keyboard each refusal, with loopwarden's reason
+    assert run.stderr.count(f"{CODEX_DENIED}CRITICAL") == 10 - RAN, run.explain()
     # The last-chance call ran with the warning: a developer message right before its output.
     last_chance = run.request_with(LAST_CHANCE_CALL)
     assert WARNED in _developer_text(last_chance), run.explain()

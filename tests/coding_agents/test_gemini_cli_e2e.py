@@ -202,6 +202,10 @@ def test_failing_command_loop_is_blocked_at_its_fourth_call(
     assert len(results) == BLOCKED_CALL, run.explain()
     assert output(results[RAN]).startswith(DENIED) and BLOCKED in output(results[RAN])
     assert STOPPED in run.stderr, run.explain()
+    # and the person at the keyboard was told of the block and of the stop (systemMessage)
+    shown = "Hook system message: loopwarden {} a run_shell_command call: CRITICAL"
+    assert shown.format("refused") in run.stderr, run.explain()
+    assert shown.format("stopped the turn at") in run.stderr, run.explain()
     # `loopwarden runs` explains it, under the CLI's own session id
     [record] = project.blocked_runs()
     assert record["session"] == f"gemini-cli:{json.loads(run.stdout)['session_id']}"
