@@ -361,3 +361,40 @@ def test_the_command_passes_the_hooks_exit_code_and_answer_through(tmp_path: Pat
     done = _run_command(hook_command("gemini-cli", ["--set", "a b=1"], [str(program)]))
     assert done.returncode == 2 and done.stderr == "oops\n"
     assert json.loads(done.stdout) == {"args": "hook gemini-cli --set a b=1"}
+
+
+# -- switching off, and the user-level hook standing aside --------------------------------------
+
+
+def _hook(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    event = (DATA / "claude-code" / "hook-events" / "PreToolUse.json").read_text()
+    argv = [sys.executable, "-m", "loopwarden", "hook", "claude-code", *args]
+    full = {**os.environ, **env}
+    return subprocess.run(argv, input=event, capture_output=True, text=True, env=full, cwd=cwd)
+
+
+def test_loopwarden_disable_switches_the_hook_off(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    done = _hook(["--db", str(db)], {"LOOPWARDEN_DISABLE": "1"}, tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert not db.exists()
+    done = _hook(["--db", str(db)], {"LOOPWARDEN_DISABLE": "0"}, tmp_path)
+    assert done.returncode == 0 and db.exists()
+
+
+def test_the_user_level_hook_stands_aside_where_the_project_has_its_own(
+    tmp_path: Path, home: Path
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    db = tmp_path / "user.db"
+    env = {"CLAUDE_PROJECT_DIR": str(project), "HOME": str(home)}
+    # no project install: the user's hook decides
+    assert _hook(["--db", str(db), "--scope", "user"], env, project).returncode == 0
+    assert db.exists()
+    db.unlink()
+    assert main(["hooks", "install", "claude-code", "--project", str(project)]) == 0
+    done = _hook(["--db", str(db), "--scope", "user"], env, project)
+    assert (done.returncode, done.stdout, done.stderr, db.exists()) == (0, "", "", False)
+    # the project's own hook is not affected by its own file
+    assert _hook(["--db", str(db)], env, project).returncode == 0 and db.exists()

@@ -222,3 +222,43 @@ def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path:
     assert run.executions == 6, run.explain()
     assert all("FAIL: 3 tests failed" in block_text(r) for r in run.results())
     assert "hook error" not in run.stdout.lower() and "not found" not in run.stdout, run.explain()
+
+
+def test_user_and_project_installs_count_each_call_once_with_the_projects_settings(
+    project: Project, tmp_path: Path
+) -> None:
+    """loopwarden in the user's settings (OpenClaw's thresholds: nothing fires within 8 calls)
+    and in the project's (the recommended profile): Claude Code runs both hooks, the user's
+    stands aside, and the loop is refused at its 4th call exactly as the project's settings
+    say (with both deciding, the counts mixed: neither profile's behaviour)."""
+    count, user_db = tmp_path / "count", tmp_path / "user-install.db"
+    user = ["--user", "--set", "profile=openclaw", "--db", str(user_db)]
+    project.lw("hooks", "install", "claude-code", *user)
+    project.install()
+    model = RepeatCommand(commands=[failing(count)] * 8, final_text="Giving up.")
+    run = project.run(model, count)
+    assert run.executions == BLOCKED_CALL - 1, run.explain()
+    results = run.results()
+    assert [BLOCKED in block_text(r) for r in results][:BLOCKED_CALL] == [False] * (
+        BLOCKED_CALL - 1
+    ) + [True], run.explain()
+    # one refusal shown to the user per refused call: the user-level hook said nothing
+    shown = project.shown_to_user(run.session_id())
+    assert len(shown) == 8 - (BLOCKED_CALL - 1), shown
+    # and it kept no state of its own: it never handled an event
+    assert not user_db.exists()
+
+
+def test_loopwarden_disable_switches_the_guard_off_for_one_session(
+    project: Project, tmp_path: Path
+) -> None:
+    """``LOOPWARDEN_DISABLE=1`` in the CLI's environment: the installed hook lets every call
+    through, with no message, and records nothing."""
+    count = tmp_path / "count"
+    project.install()
+    project.env["LOOPWARDEN_DISABLE"] = "1"
+    run = project.run(RepeatCommand(commands=[failing(count)] * 8), count)
+    assert run.executions == 8, run.explain()
+    assert BLOCKED not in run.seen_text() and "WARNING" not in run.seen_text()
+    assert project.shown_to_user(run.session_id()) == []
+    assert not list((tmp_path / "state").rglob("*.db"))
