@@ -343,3 +343,67 @@ def test_with_loopwarden_uninstalled_every_call_runs(
     run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
     assert run.executions == 6, run.explain()
     assert all("FAIL: 3 tests failed" in out for out in run.outputs()), run.explain()
+
+
+def _hooks_codex_lists(codex: Path, env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Codex's own list of hooks and their trust (``codex app-server``, ``hooks/list``)."""
+    requests = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}},
+    ]
+    argv = [str(codex), "app-server"]
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=cwd
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        for request in requests:
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", **request}) + "\n")
+        server.stdin.flush()
+        for line in server.stdout:
+            message = json.loads(line)
+            if message.get("id") == 2:
+                server.kill()
+                return [h for entry in message["result"]["data"] for h in entry["hooks"]]
+    raise AssertionError("codex app-server did not answer hooks/list")
+
+
+def test_hooks_status_says_when_codex_does_not_trust_loopwardens_hooks(tmp_path: Path) -> None:
+    """Codex runs a hook only once the user trusted its exact definition, and skips it without
+    a word otherwise: ``hooks status`` asks Codex, and says so until the entries are trusted
+    (also from Codex's trust records alone, when codex is not on PATH)."""
+    codex = _support.require_cli("codex")
+    home, codex_home, work = tmp_path / "home", tmp_path / "codex-home", tmp_path / "work"
+    for folder in (home, codex_home, work):
+        folder.mkdir()
+    env = codex_env(home, codex_home) | {"XDG_STATE_HOME": str(tmp_path / "state")}
+    with_codex = env | {"PATH": f"{codex.parent}{os.pathsep}{env['PATH']}"}
+    without_codex = env | {
+        "PATH": os.pathsep.join(
+            p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "codex").exists()
+        )
+    }
+    loopwarden = shutil.which("loopwarden") or "loopwarden"
+
+    def status(environment: dict[str, str]) -> tuple[int, str]:
+        argv = [loopwarden, "hooks", "status", "codex", "--project", str(work)]
+        done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout
+
+    install = [loopwarden, "hooks", "install", "codex", "--user"]
+    assert subprocess.run(install, env=env, capture_output=True, timeout=60).returncode == 0
+    for environment in (with_codex, without_codex):
+        code, out = status(environment)
+        assert code == 1 and "not trusted, so Codex does not run them" in out, out
+        assert "PreToolUse" in out and "/hooks" in out, out
+    # Trust them as Codex's /hooks screen does: the hook's current hash, under its key.
+    listed = _hooks_codex_lists(codex, with_codex, work)
+    assert {h["trustStatus"] for h in listed} == {"untrusted"}
+    records = "".join(
+        f'[hooks.state."{h["key"]}"]\ntrusted_hash = "{h["currentHash"]}"\n' for h in listed
+    )
+    (codex_home / "config.toml").write_text(records)
+    assert {h["trustStatus"] for h in _hooks_codex_lists(codex, with_codex, work)} == {"trusted"}
+    for environment in (with_codex, without_codex):
+        code, out = status(environment)
+        assert code == 0 and "not trusted" not in out, out

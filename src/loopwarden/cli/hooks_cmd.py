@@ -397,6 +397,12 @@ def _check_codex_trust(reports: list[dict[str, Any]], project: Path) -> None:
         if listed is None:
             untrusted = _untrusted_by_records(report)
             how = "no trust record in Codex's config.toml"
+        elif not any(_same_file(h.get("sourcePath"), report["path"]) for h in listed):
+            report["problems"].append(
+                "Codex does not load this file here (a project's .codex/ is read only in a "
+                "project you trust): start codex in the project and trust it"
+            )
+            continue
         else:
             untrusted = sorted(
                 {
@@ -487,9 +493,8 @@ def _untrusted_by_records(report: dict[str, Any]) -> list[str]:
 
     config = Path(user_settings("codex")).with_name("config.toml")
     try:
-        records = (
-            tomllib.loads(config.read_text(encoding="utf-8")).get("hooks", {}).get("state", {})
-        )
+        text = config.read_text(encoding="utf-8") if config.exists() else ""
+        records = tomllib.loads(text).get("hooks", {}).get("state", {})
         settings = open_settings(Path(report["path"])).data
     except (OSError, ValueError):
         return []
