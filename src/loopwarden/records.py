@@ -438,8 +438,8 @@ class RunRecorder:
     events are deleted whenever a run starts (default: kept for ever; the coding-CLI hooks keep
     :data:`RETENTION_DAYS`). ``batch``: rows written per transaction. The default 1 makes
     every row durable at once (a live guard); a bulk writer such as a transcript replay passes
-    e.g. 500 and calls :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic seconds) times the
-    back-off after a failure.
+    e.g. 500 and calls :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic
+    seconds) times the back-off after a failure.
     """
 
     def __init__(
