@@ -198,10 +198,11 @@ class Replayer:
                     self.guard.on_compaction_retry(session, run_id=RUN_ID)
                 continue
             report.tools.append(item.tool)
-            cost.add(item, stopped)
+            cost.add(item, stopped and not item.refused)
             if stopped:
                 report.timeline.append(NOT_RUN)
-                report.saved.append(len(report.tools) - 1)
+                if not item.refused:  # refused by the live hook: it did not run anyway
+                    report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
             stopped = self._call(session, item, report)
@@ -218,8 +219,8 @@ class Replayer:
             session, call.tool, call.params, run_id=RUN_ID, tool_call_id=call.tool_call_id
         )
         _note(report, index, call.tool, before)
-        if before.action in ("block", "stop"):
-            report.saved.append(index)  # this call would not have run
+        if before.action in ("block", "stop") and not call.refused:
+            report.saved.append(index)  # this call would not have run (and it did)
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:
