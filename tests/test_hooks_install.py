@@ -398,3 +398,30 @@ def test_the_user_level_hook_stands_aside_where_the_project_has_its_own(
     assert (done.returncode, done.stdout, done.stderr, db.exists()) == (0, "", "", False)
     # the project's own hook is not affected by its own file
     assert _hook(["--db", str(db)], env, project).returncode == 0 and db.exists()
+
+
+def test_status_reports_a_protection_problem_the_hook_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hook fails open on an unusable state file and records why next to it (the shape of
+    the hook's hook-status.json); status says so with exit code 1 until the file is gone."""
+    assert main(["hooks", "install", "claude-code"]) == 0
+    state = tmp_path / "state" / "loopwarden"
+    state.mkdir(parents=True)
+    record = {
+        "problem": "the state file is not a database: move it away",
+        "db": str(state / "runs.db"),
+        "agent": "claude-code",
+        "since": 1_796_000_000.0,
+        "last": 1_796_000_100.0,
+        "count": 12,
+        "told": ["claude-code:s1"],
+    }
+    (state / "hook-status.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["hooks", "status", "claude-code", "--project", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "Protection problem: the state file is not a database: move it away" in out
+    assert "12 events ran unprotected" in out
+    (state / "hook-status.json").unlink()
+    assert main(["hooks", "status", "claude-code", "--project", str(tmp_path)]) == 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,6 +57,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+DISABLE_VARIABLE = "LOOPWARDEN_DISABLE"
+"""Set to 1 in the CLI's environment to switch the hook off for that session."""
+
+
+def switched_off() -> bool:
+    """Whether the user switched the guard off for this session (``LOOPWARDEN_DISABLE=1``):
+    the hook then reads its event and answers nothing, so every call proceeds untouched."""
+    import os
+
+    if os.environ.get(DISABLE_VARIABLE, "") in ("", "0"):
+        return False
+    sys.stdin.buffer.read()  # the CLI is writing the event: take it, never leave a broken pipe
+    return True
+
+
+def stands_aside(args: argparse.Namespace) -> bool:
+    """Whether this user-level hook leaves the event to the project's own install of
+    loopwarden's hook (the project's decides: every call counted once, by its settings)."""
+    if args.scope != "user":
+        return False
+    from loopwarden.hooks._scope import project_has_own
+
+    if project_has_own(args.agent) is None:
+        return False
+    sys.stdin.buffer.read()  # as above: the event is taken, and dropped
+    return True
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``hook`` command (its fast path is :func:`main`, see ``loopwarden.cli``)."""
     parser = subparsers.add_parser(
@@ -71,8 +98,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(argv: Sequence[str]) -> int:
     """Run ``loopwarden hook`` with ``argv`` (the words after ``hook``), parsing only its own."""
-    if switched_off():
-        return 0
     parser = argparse.ArgumentParser(prog="loopwarden hook", description=_DESCRIPTION)
     add_arguments(parser)
     return run(parser.parse_args(argv))
@@ -80,7 +105,7 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
-    if switched_off():
+    if switched_off() or stands_aside(args):
         return 0
     from loopwarden.core import _lazylog
     from loopwarden.core.canonical import _set_fast_encoder
@@ -88,28 +113,10 @@ def run(args: argparse.Namespace) -> int:
     _lazylog.on_first_use(lambda: _quiet_logging(args.agent))  # logging only when it logs
     _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
     text = sys.stdin.read()
-    if args.scope == "user":
-        from loopwarden.hooks._scope import project_has_own
-
-        if project_has_own(args.agent):  # the project's own install decides: counted once
-            return 0
     answer = handle(args.agent, text, args.config, args.overrides, args.db)
     if answer:
         sys.stdout.write(answer + "\n")
     return 0
-
-
-DISABLE_VARIABLE = "LOOPWARDEN_DISABLE"
-"""Set to 1 in the CLI's environment to switch the hook off for that session."""
-
-
-def switched_off() -> bool:
-    """Whether the user switched the guard off for this session (``LOOPWARDEN_DISABLE=1``):
-    the hook then reads its event and answers nothing, so every call proceeds untouched."""
-    if os.environ.get(DISABLE_VARIABLE, "") in ("", "0"):
-        return False
-    sys.stdin.buffer.read()  # the CLI is writing the event: take it, never leave a broken pipe
-    return True
 
 
 def handle(agent: str, text: str, config: str | None, overrides: list[str], db: str | None) -> str:

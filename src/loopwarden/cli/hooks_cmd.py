@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ from loopwarden.hooks._install import (
 )
 from loopwarden.hooks._protocol import AGENTS
 from loopwarden.records import default_db_path
+
+STATUS_FILE = "hook-status.json"
+"""Next to a state file: the hook's latest problem with it (absent when there is none)."""
 
 _NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI"}
 _COMMANDS = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
@@ -259,7 +263,7 @@ def _status(args: argparse.Namespace) -> int:
         if agent == "codex":
             _check_codex_trust([r for r in ours if r["installed"]], project)
     records = default_db_path()
-    protection = _protection_problems(records.parent)
+    protection = _protection_problems(_databases(reports))
     if args.output == "json":
         body = {"targets": reports, "records": str(records), "protection": protection}
         print(json.dumps(body, indent=2))
@@ -360,18 +364,43 @@ def _judge_scopes(reports: list[dict[str, Any]]) -> None:
     )
 
 
-def _protection_problems(state: Path) -> list[str]:
-    """What the hook recorded about its own protection (an unusable state database...)."""
-    path = state / "hook-status.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    entries = data.get("problems") if isinstance(data, dict) else None
-    return [
-        str(entry.get("message") if isinstance(entry, dict) else entry)
-        for entry in (entries if isinstance(entries, list) else [])
-    ]
+def _protection_problems(databases: list[Path]) -> list[str]:
+    """What the hook recorded about its own state (a corrupt, foreign or read-only database...):
+    ``hook-status.json`` next to each state file, written while the hook fails open and
+    removed by the first event that can use the state again."""
+    found = []
+    for db in dict.fromkeys(databases):
+        try:
+            data = json.loads((db.parent / STATUS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        problem = data.get("problem") if isinstance(data, dict) else None
+        if not isinstance(problem, str):
+            continue
+        count = data.get("count")
+        since = data.get("since")
+        when = ""
+        if isinstance(since, (int, float)):
+            stamp = datetime.fromtimestamp(since, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+            when = f", since {stamp} UTC"
+        times = f"{count} events" if isinstance(count, int) else "events"
+        found.append(
+            f"{problem} (state {db}; {times} ran unprotected{when}; the hook lets every call "
+            "through until it is fixed)"
+        )
+    return found
+
+
+def _databases(reports: list[dict[str, Any]]) -> list[Path]:
+    """The state files of the installed hooks: the default one and each ``--db``."""
+    found = [default_db_path()]
+    for report in reports:
+        for commands in report["events"].values():
+            for command in commands:
+                parsed = parse_command(command)
+                if parsed is not None:
+                    found += [Path(db) for db in _option_values(parsed.options, "--db")]
+    return found
 
 
 # -- Codex's trust ---------------------------------------------------------------------------
