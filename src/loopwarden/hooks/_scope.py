@@ -6,12 +6,13 @@ behaviour would hold). The project's install wins: it is the more specific one, 
 own settings go. The user-level command carries ``--scope user`` and stands aside (answers
 nothing) when the project it runs in has loopwarden's hook of its own.
 
-It runs in the hook process on every event of a user-level install, so it imports only
-``os`` until it finds a project settings file that names loopwarden.
+It runs in the hook process on every event of a user-level install, so it imports only ``os``
+and ``json`` (which the hook imports anyway).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from loopwarden.hooks._paths import user_settings
@@ -52,20 +53,39 @@ def project_settings(agent: str, start: str | None = None) -> list[str]:
 
 
 def project_has_own(agent: str, start: str | None = None) -> str | None:
-    """The project settings file holding loopwarden's hook for ``agent``, if one does."""
+    """The project settings file whose hooks run ``loopwarden hook AGENT``, if one does.
+
+    Any hook command of the project that runs loopwarden's hook for ``agent`` counts (the one
+    ``hooks install`` writes, or a wrapper of the user's around it): that hook sees every event,
+    so the user-level one must not count it again.
+    """
+    needle = f"hook {agent}"
     for path in project_settings(agent, start):
         try:
             with open(path, "rb") as file:
                 raw = file.read()
         except OSError:
             continue
-        if b"loopwarden" not in raw:
+        if b"loopwarden" not in raw or needle.encode() not in raw:
             continue
-        from loopwarden.hooks._install import SettingsError, installed, parse_settings
-
         try:
-            if installed(parse_settings(raw), agent):
-                return path
-        except SettingsError:
+            settings = json.loads(raw)
+        except ValueError:
             continue
+        if any("loopwarden" in c and needle in c for c in _commands(settings)):
+            return path
     return None
+
+
+def _commands(settings: object) -> list[str]:
+    """Every hook command in a settings object (``hooks.<event>[].hooks[].command``)."""
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    found = []
+    for groups in hooks.values() if isinstance(hooks, dict) else []:
+        for group in groups if isinstance(groups, list) else []:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                command = entry.get("command") if isinstance(entry, dict) else None
+                if isinstance(command, str):
+                    found.append(command)
+    return found
