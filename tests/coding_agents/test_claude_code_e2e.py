@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import claude_argv, claude_env, install_then_remove_loopwarden
+from _clis import claude_argv, claude_env
 from fake_anthropic import FakeAnthropic, RepeatCommand, block_text, tool_results
 
 from loopwarden.cli.hook_cmd import hook_config
@@ -84,7 +84,6 @@ class Project:
         for folder in (root / "home", self.work, root / "state"):
             folder.mkdir()
         self.env = claude_env(root / "home") | {"XDG_STATE_HOME": str(root / "state")}
-        self.env_home = root / "home"
 
     def lw(self, *args: str) -> str:
         """Run a ``loopwarden`` command as the user would; its stdout."""
@@ -95,7 +94,8 @@ class Project:
 
     def shown_to_user(self, session_id: str) -> list[str]:
         """The hooks' messages to the user (``systemMessage``) in the session's transcript."""
-        [transcript] = (self.env_home / ".claude" / "projects").rglob(f"{session_id}.jsonl")
+        projects = Path(self.env["HOME"]) / ".claude" / "projects"
+        [transcript] = projects.rglob(f"{session_id}.jsonl")
         lines = [json.loads(line) for line in transcript.read_text().splitlines() if line]
         attachments = [line.get("attachment") or {} for line in lines]
         return [a["content"] for a in attachments if a.get("type") == "hook_system_message"]
@@ -188,35 +188,13 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
     assert run.session_id() not in project.lw("runs", "list", "--blocked")
 
 
-def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_guard(
-    project: Project, tmp_path: Path
-) -> None:
-    """OpenClaw's thresholds (no rolling detector fires within 12 calls): the loop goes on after
-    an automatic compaction, and the post-compaction guard stops it at the 3rd identical
-    outcome of its window; every later call is refused with the stop reason."""
-    count = tmp_path / "count"
-    model = RepeatCommand(commands=[failing(count)] * 12, compact_after=3)
-    project.install("--set", "profile=openclaw")
-    run = project.run(model, count)
-    assert model.compactions == 1, "the CLI did not compact"
-    # 4 calls ran before the compaction (the 4th reported the full context), 3 after it
-    assert run.executions == 4 + 3, run.explain()
-    # after the compaction the model sees the kept 4th call, 3 more real failures, then refusals
-    after = [COMPACTION_STOP in block_text(r) for r in run.results()]
-    assert after == [False] * 4 + [True] * 5, run.explain()
-    assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
-    assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")
-    # the user was told why the run ended (headless, Claude Code's result is "" all the same)
-    shown = project.shown_to_user(run.session_id())
-    assert shown and shown[0].startswith("loopwarden stopped the turn at a Bash call: "), shown
-    assert COMPACTION_STOP in shown[0], shown
-
-
 def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:
     """``pip uninstall loopwarden`` with the hook still in the settings: the hook's command
     finds no program and answers nothing, so every call runs, with no hook error."""
     count = tmp_path / "count"
     scope = ["--project", str(project.work)]
+    from _clis import install_then_remove_loopwarden
+
     install_then_remove_loopwarden("claude-code", scope, project.env, tmp_path / "gone")
     run = project.run(RepeatCommand(commands=[failing(count)] * 6), count)
     assert run.executions == 6, run.explain()
@@ -262,3 +240,27 @@ def test_loopwarden_disable_switches_the_guard_off_for_one_session(
     assert BLOCKED not in run.seen_text() and "WARNING" not in run.seen_text()
     assert project.shown_to_user(run.session_id()) == []
     assert not list((tmp_path / "state").rglob("*.db"))
+
+
+def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_guard(
+    project: Project, tmp_path: Path
+) -> None:
+    """OpenClaw's thresholds (no rolling detector fires within 12 calls): the loop goes on after
+    an automatic compaction, and the post-compaction guard stops it at the 3rd identical
+    outcome of its window; every later call is refused with the stop reason."""
+    count = tmp_path / "count"
+    model = RepeatCommand(commands=[failing(count)] * 12, compact_after=3)
+    project.install("--set", "profile=openclaw")
+    run = project.run(model, count)
+    assert model.compactions == 1, "the CLI did not compact"
+    # 4 calls ran before the compaction (the 4th reported the full context), 3 after it
+    assert run.executions == 4 + 3, run.explain()
+    # after the compaction the model sees the kept 4th call, 3 more real failures, then refusals
+    after = [COMPACTION_STOP in block_text(r) for r in run.results()]
+    assert after == [False] * 4 + [True] * 5, run.explain()
+    # the user was told why the run ended (headless, Claude Code's result is "" all the same)
+    shown = project.shown_to_user(run.session_id())
+    assert shown and shown[0].startswith("loopwarden stopped the turn at a Bash call: "), shown
+    assert COMPACTION_STOP in shown[0], shown
+    assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
+    assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")

@@ -57,34 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-DISABLE_VARIABLE = "LOOPWARDEN_DISABLE"
-"""Set to 1 in the CLI's environment to switch the hook off for that session."""
-
-
-def switched_off() -> bool:
-    """Whether the user switched the guard off for this session (``LOOPWARDEN_DISABLE=1``):
-    the hook then reads its event and answers nothing, so every call proceeds untouched."""
-    import os
-
-    if os.environ.get(DISABLE_VARIABLE, "") in ("", "0"):
-        return False
-    sys.stdin.buffer.read()  # the CLI is writing the event: take it, never leave a broken pipe
-    return True
-
-
-def stands_aside(args: argparse.Namespace) -> bool:
-    """Whether this user-level hook leaves the event to the project's own install of
-    loopwarden's hook (the project's decides: every call counted once, by its settings)."""
-    if args.scope != "user":
-        return False
-    from loopwarden.hooks._scope import project_has_own
-
-    if project_has_own(args.agent) is None:
-        return False
-    sys.stdin.buffer.read()  # as above: the event is taken, and dropped
-    return True
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``hook`` command (its fast path is :func:`main`, see ``loopwarden.cli``)."""
     parser = subparsers.add_parser(
@@ -105,7 +77,10 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
-    if switched_off() or stands_aside(args):
+    from loopwarden.hooks._scope import skip
+
+    if skip(args.agent, args.scope):  # switched off, or the project's own install decides
+        sys.stdin.buffer.read()  # the CLI is writing the event: take it, never a broken pipe
         return 0
     from loopwarden.core import _lazylog
     from loopwarden.core.canonical import _set_fast_encoder

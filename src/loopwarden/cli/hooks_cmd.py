@@ -22,7 +22,6 @@ from typing import Any
 
 from loopwarden._terminal import printable
 from loopwarden.cli._options import add_config_options, error_text
-from loopwarden.cli.hook_cmd import DISABLE_VARIABLE
 from loopwarden.hooks._install import (
     SettingsError,
     Target,
@@ -39,6 +38,7 @@ from loopwarden.hooks._install import (
     write_settings,
 )
 from loopwarden.hooks._protocol import AGENTS
+from loopwarden.hooks._scope import DISABLE_VARIABLE
 from loopwarden.records import default_db_path
 
 STATUS_FILE = "hook-status.json"

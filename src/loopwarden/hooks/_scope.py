@@ -6,16 +6,41 @@ behaviour would hold). The project's install wins: it is the more specific one, 
 own settings go. The user-level command carries ``--scope user`` and stands aside (answers
 nothing) when the project it runs in has loopwarden's hook of its own.
 
-It runs in the hook process on every event of a user-level install, so it imports only ``os``
-and ``json`` (which the hook imports anyway).
+The same goes for ``LOOPWARDEN_DISABLE=1`` (the guard switched off for one session): both are
+decided by :func:`skip` in the hook process itself, on every event, before anything else (the
+CLI's environment and working folder are the hook process's), so this module imports only
+``os`` (``json`` only for a project settings file that names loopwarden's hook).
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 from loopwarden.hooks._paths import user_settings
+
+DISABLE_VARIABLE = "LOOPWARDEN_DISABLE"
+"""Set (to anything but empty or 0) in the CLI's environment: the hook answers nothing."""
+
+
+def skip(agent: str, scope: str) -> bool:
+    """Whether this hook process must answer nothing (the caller drains stdin, exits 0): the
+    guard is switched off for the session, or this user-level hook stands aside for the
+    project's own install."""
+    if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
+        return True
+    return scope == "user" and project_has_own(agent) is not None
+
+
+def scope_of(argv: list[str]) -> str:
+    """The ``--scope`` of a hook's arguments (``AGENT [OPTION VALUE]...``), ``project`` if none."""
+    for i, word in enumerate(argv[:-1]):
+        if word == "--scope":
+            return argv[i + 1]
+    for word in argv:
+        if word.startswith("--scope="):
+            return word.split("=", 1)[1]
+    return "project"
+
 
 _FOLDER = {"claude-code": ".claude", "codex": ".codex", "gemini-cli": ".gemini"}
 _NAMES = {
@@ -68,6 +93,8 @@ def project_has_own(agent: str, start: str | None = None) -> str | None:
             continue
         if b"loopwarden" not in raw or needle.encode() not in raw:
             continue
+        import json
+
         try:
             settings = json.loads(raw)
         except ValueError:
