@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import codex_argv, codex_config, codex_env, install_then_remove_loopwarden
+from _clis import codex_argv, codex_config, codex_env
 from fake_openai import FakeOpenAI, RepeatCommand, messages, output_text, tool_outputs
 
 from loopwarden.cli.hook_cmd import hook_config
@@ -307,30 +307,6 @@ def test_a_new_turn_does_not_inherit_the_previous_turns_history(
     assert f"called Bash {per_turn - 1} times" in warnings[1], second.explain()
 
 
-def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden(
-    codex_run: Callable[..., Run], tmp_path: Path
-) -> None:
-    """The user's own PreToolUse hook runs next to loopwarden's on every call; after
-    ``hooks uninstall`` it still runs, and the loop is no longer stopped."""
-    count, audit = tmp_path / "count", tmp_path / "audit"
-    users_hook = {"type": "command", "command": f"echo seen >> {shlex.quote(str(audit))}"}
-    users_hooks = {"hooks": {"PreToolUse": [{"hooks": [users_hook]}]}}
-    hooks_json = tmp_path / "codex-home" / "hooks.json"
-    hooks_json.write_text(json.dumps(users_hooks))
-    run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, [])
-    assert run.executions == RAN, run.explain()
-    assert len(audit.read_text().splitlines()) == 6  # the refused calls reached it too
-    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home")}
-    argv = [shutil.which("loopwarden") or "loopwarden", "hooks", "uninstall", "codex", "--user"]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(hooks_json.read_text()) == users_hooks
-    count.unlink()
-    again = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
-    assert again.executions == 6, again.explain()
-    assert len(audit.read_text().splitlines()) == 12
-
-
 def test_with_loopwarden_uninstalled_every_call_runs(
     codex_run: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -339,6 +315,8 @@ def test_with_loopwarden_uninstalled_every_call_runs(
     guard too, as a failed hook does not block there; this keeps it so)."""
     count = tmp_path / "count"
     env = codex_env(tmp_path / "home", tmp_path / "codex-home")
+    from _clis import install_then_remove_loopwarden
+
     install_then_remove_loopwarden("codex", ["--user"], env, tmp_path / "gone")
     run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
     assert run.executions == 6, run.explain()
@@ -407,3 +385,27 @@ def test_hooks_status_says_when_codex_does_not_trust_loopwardens_hooks(tmp_path:
     for environment in (with_codex, without_codex):
         code, out = status(environment)
         assert code == 0 and "not trusted" not in out, out
+
+
+def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """The user's own PreToolUse hook runs next to loopwarden's on every call; after
+    ``hooks uninstall`` it still runs, and the loop is no longer stopped."""
+    count, audit = tmp_path / "count", tmp_path / "audit"
+    users_hook = {"type": "command", "command": f"echo seen >> {shlex.quote(str(audit))}"}
+    users_hooks = {"hooks": {"PreToolUse": [{"hooks": [users_hook]}]}}
+    hooks_json = tmp_path / "codex-home" / "hooks.json"
+    hooks_json.write_text(json.dumps(users_hooks))
+    run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, [])
+    assert run.executions == RAN, run.explain()
+    assert len(audit.read_text().splitlines()) == 6  # the refused calls reached it too
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home")}
+    argv = [shutil.which("loopwarden") or "loopwarden", "hooks", "uninstall", "codex", "--user"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(hooks_json.read_text()) == users_hooks
+    count.unlink()
+    again = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
+    assert again.executions == 6, again.explain()
+    assert len(audit.read_text().splitlines()) == 12

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import GEMINI_USER_SETTINGS, gemini_argv, gemini_env, install_then_remove_loopwarden
+from _clis import GEMINI_USER_SETTINGS, gemini_argv, gemini_env
 from fake_gemini import (
     FakeGemini,
     RepeatCommand,
@@ -292,6 +292,21 @@ def test_uninstall_gives_back_the_users_settings(project: Project, tmp_path: Pat
     assert _own_hook_calls(seen) == ["AfterTool"] * 6
 
 
+def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:
+    """``pip uninstall loopwarden`` with the hook still in the settings: the hook's command
+    finds no program and answers nothing, so every call runs (a command that cannot start is a
+    refusal to Gemini CLI: it refused every prompt before it reached the model)."""
+    count = tmp_path / "count"
+    scope = ["--project", str(project.work)]
+    from _clis import install_then_remove_loopwarden
+
+    install_then_remove_loopwarden("gemini-cli", scope, project.env, tmp_path / "gone")
+    run = project.run(RepeatCommand(failing(count), times=6, final_text="Done."), count)
+    assert run.executions == 6, run.explain()
+    assert len(run.results()) == 6 and not any(output(r).startswith(DENIED) for r in run.results())
+    assert json.loads(run.stdout)["response"] == "Done.", run.explain()
+
+
 def test_a_corrupted_state_file_fails_open(project: Project, tmp_path: Path) -> None:
     """An unusable state file: every call runs (Gemini CLI would deny a call on most non-zero
     exits), and the hook's one line reaches the user as a hook message."""
@@ -330,16 +345,3 @@ def test_next_to_the_clis_own_loop_detection(project: Project, tmp_path: Path) -
     # the hook never saw the call the CLI dropped: a block, no stop
     [record] = project.blocked_runs()
     assert (record["warnings"], record["blocks"], record["stops"]) == (1, 1, 0)
-
-
-def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:
-    """``pip uninstall loopwarden`` with the hook still in the settings: the hook's command
-    finds no program and answers nothing, so every call runs (a command that cannot start is a
-    refusal to Gemini CLI: it refused every prompt before it reached the model)."""
-    count = tmp_path / "count"
-    scope = ["--project", str(project.work)]
-    install_then_remove_loopwarden("gemini-cli", scope, project.env, tmp_path / "gone")
-    run = project.run(RepeatCommand(failing(count), times=6, final_text="Done."), count)
-    assert run.executions == 6, run.explain()
-    assert len(run.results()) == 6 and not any(output(r).startswith(DENIED) for r in run.results())
-    assert json.loads(run.stdout)["response"] == "Done.", run.explain()
