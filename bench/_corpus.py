@@ -1,4 +1,4 @@
-"""The development corpus as the benchmarks read it (shared/eval, flat JSONL).
+"""The development corpus as the benchmarks read it (tests/data/eval, flat JSONL).
 
 Run the benchmarks from the repository root as modules (``python -m bench.bench_engine``), so
 this shared loader imports as ``bench._corpus``.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import sys
 from collections.abc import Iterator
@@ -19,14 +18,21 @@ MINI_SWE = "minisweagent_gemini3pro_verified.jsonl.gz"
 TAU_BENCH = "taubench_airline_gpt4o.jsonl.gz"
 
 
-def shared_dir(explicit: str | None) -> Path:
-    """The shared/ folder: ``--shared``, ``$LOOPWARDEN_SHARED``, or next to the repository."""
-    candidates = [explicit, os.environ.get("LOOPWARDEN_SHARED")]
-    candidates.append(str(Path(__file__).resolve().parents[2] / "shared"))
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "eval").is_dir():
-            return Path(candidate)
-    sys.exit("shared/eval not found: pass --shared DIR or set LOOPWARDEN_SHARED")
+# The corpus that ships with the repository (tests/data/eval/README.md says what it holds).
+DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "eval"
+CORPUS_HELP = (
+    "folder holding the development corpus files "
+    f"({MINI_SWE} and {TAU_BENCH}); default: tests/data/eval of this repository"
+)
+
+
+def corpus_dir(explicit: str | None) -> Path:
+    """The corpus folder: ``--corpus`` when given, else the repository's tests/data/eval."""
+    folder = Path(explicit) if explicit else DEFAULT_CORPUS
+    missing = [name for name in (MINI_SWE, TAU_BENCH) if not (folder / name).is_file()]
+    if missing:
+        sys.exit(f"corpus not found: {folder} has no {' or '.join(missing)} (pass --corpus DIR)")
+    return folder
 
 
 def rows(path: Path) -> Iterator[dict[str, Any]]:

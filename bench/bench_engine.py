@@ -1,17 +1,18 @@
-"""Benchmark: cost per tool call of the detection engine, and memory per session (issue 3).
+"""Benchmark: cost per tool call of the detection engine, and memory per session.
 
 Run from the repository root:
 
     python -m bench.bench_engine                 # full workload, about 31,000 calls
     python -m bench.bench_engine --calls 5000    # quicker, fewer calls
-    python -m bench.bench_engine --shared /path/to/shared --repeat 5
+    python -m bench.bench_engine --corpus /path/to/corpus --repeat 5
 
 One long session with many runs, every call going through detect → record_call →
 record_outcome, as OpenClaw's own replay does. The workload: every call of the development corpus
-(shared/eval/*.jsonl.gz; one run per recorded trajectory: mini-swe-agent bash commands shaped as
-exec results, tau-bench airline function calls), plus synthetic runs the corpus lacks (process
-polls with moving and with stuck output, message sends, file reads of 1 to 20 kB, web searches,
-exec loops, ping-pong, unknown-tool retries), with a heartbeat run interleaved into the session.
+(tests/data/eval/*.jsonl.gz, or the folder given with --corpus; one run per recorded trajectory:
+mini-swe-agent bash commands shaped as exec results, tau-bench airline function calls), plus
+synthetic runs the corpus lacks (process polls with moving and with stuck output, message sends,
+file reads of 1 to 20 kB, web searches, exec loops, ping-pong, unknown-tool retries), with a
+heartbeat run interleaved into the session.
 
 For historySize 30, 1,000 and 10,000 it prints µs per call of the incremental engine
 (``loopwarden``) and of the plain reference engine (``loopwarden.core.reference``), the share
@@ -57,7 +58,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, text_of
+from bench._corpus import (
+    CORPUS_HELP,
+    MINI_SWE,
+    TAU_BENCH,
+    corpus_dir,
+    exec_result,
+    rows,
+    text_of,
+)
 
 from loopwarden.cli import engine_build, engine_compiled
 from loopwarden.core import _engine as engine_module
@@ -72,7 +81,9 @@ from loopwarden.core.outcome import hash_tool_outcome
 from loopwarden.guard import LoopGuard
 
 HISTORY_SIZES = (30, 1_000, 10_000)
-OPENCLAW_US = {30: 15.9, 1_000: 27.4, 10_000: 126.0}  # issue 3, TypeScript on Node.js 20
+# OpenClaw's own TypeScript engine on Node.js 20, replaying the same kind of workload on the
+# project's reference machine (quoted, not measured here: this benchmark runs no Node.js).
+OPENCLAW_US = {30: 15.9, 1_000: 27.4, 10_000: 126.0}
 GUARD_PROFILES: dict[str, dict[str, Any]] = {
     "default": {"enabled": True},
     "recommended": {"profile": "recommended"},
@@ -101,13 +112,13 @@ Step = tuple[str, Any, Any, Any]  # tool, params, result, error
 Run = tuple[str, list[Step]]
 
 
-def corpus_runs(shared: Path, rng: random.Random) -> list[Run]:
+def corpus_runs(corpus: Path, rng: random.Random) -> list[Run]:
     """One run per recorded trajectory, real calls and real results (cut at 20 kB)."""
     runs: dict[str, list[Step]] = {}
-    for row in rows(shared / "eval" / MINI_SWE):
+    for row in rows(corpus / MINI_SWE):
         step: Step = ("exec", {"command": row["args"]["command"]}, exec_result(row, rng), UNDEFINED)
         runs.setdefault(row["trajectory"], []).append(step)
-    for row in rows(shared / "eval" / TAU_BENCH):
+    for row in rows(corpus / TAU_BENCH):
         if row["error"]:
             step = (row["tool"], row["args"], UNDEFINED, row["error"])
         else:
@@ -194,10 +205,10 @@ def synthetic_run(rng: random.Random, i: int) -> list[Step]:
     return steps
 
 
-def build_workload(shared: Path, calls: int, seed: int = 7) -> list[Call]:
+def build_workload(corpus: Path, calls: int, seed: int = 7) -> list[Call]:
     """Corpus and synthetic runs shuffled into one session, a heartbeat run interleaved."""
     rng = random.Random(seed)
-    runs = corpus_runs(shared, rng)
+    runs = corpus_runs(corpus, rng)
     runs += [(f"synthetic/{i}", synthetic_run(rng, i)) for i in range(320)]
     rng.shuffle(runs)
     out: list[Call] = []
@@ -275,14 +286,14 @@ def _raw(call: Call) -> Any:
 
 
 def baseline_stdlib(workload: list[Call]) -> None:
-    """The issue's yardstick: json.dumps(sort_keys=True) + sha256 of params and of result."""
+    """A yardstick: json.dumps(sort_keys=True) + sha256 of params and of result."""
     for c in workload:
         hashlib.sha256(json.dumps(c.params, sort_keys=True).encode()).hexdigest()
         hashlib.sha256(json.dumps(_raw(c), sort_keys=True).encode()).hexdigest()
 
 
 def baseline_orjson(workload: list[Call]) -> Callable[[], None] | None:
-    """The same with orjson (issue 3 quotes 16.5 and 3.9 µs for the two on its machine)."""
+    """The same with orjson (16.5 and 3.9 µs for the two on the reference machine)."""
     try:
         import orjson
     except ImportError:
@@ -515,7 +526,7 @@ def _memory_table(workload: list[Call]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", help="the shared/ folder (default: ../shared)")
+    parser.add_argument("--corpus", help=CORPUS_HELP)
     parser.add_argument("--calls", type=int, default=10**9, help="use only the first N calls")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs of loopwarden per size")
     parser.add_argument(
@@ -535,7 +546,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"build: {engine_build()}; loopwarden.core.history from {history_file}")
     if args.compare is not None and engine_compiled():
         print(f"  (--compare {args.compare} runs that tree's .py files: pure Python)")
-    workload = build_workload(shared_dir(args.shared), args.calls)
+    workload = build_workload(corpus_dir(args.corpus), args.calls)
     # The workload's few hundred thousand objects are input, not engine state: keep the
     # collector from walking them on every full collection (it would bill both engines for it).
     gc.collect()
@@ -551,7 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     orjson_run = baseline_orjson(workload)
     fast_json = f"{_best_us(orjson_run, n, args.repeat)[0]:.2f}" if orjson_run else "n/a"
     print(
-        f"calibration (issue 3 machine: 16.5 / 3.9): json.dumps+sha256 {stdlib:.2f} µs/call, "
+        f"calibration (reference machine: 16.5 / 3.9): json.dumps+sha256 {stdlib:.2f} µs/call, "
         f"orjson+sha256 {fast_json} µs/call"
     )
     hash_best, _ = _best_us(lambda: hashing_only(workload), n, args.repeat)

@@ -1,15 +1,17 @@
-"""Benchmark: cost of hashing one tool call (params signature + outcome hash), SPEC §2-§3.
+"""Benchmark: cost of hashing one tool call (params signature + outcome hash).
 
 Run from the repository root:
 
     python -m bench.bench_hashing
-    python -m bench.bench_hashing --repeat 5 --shared /path/to/shared
+    python -m bench.bench_hashing --repeat 5 --corpus /path/to/corpus
 
-The workload is every call of the development corpus (shared/eval/*.jsonl.gz: mini-swe-agent bash
-calls shaped as OpenClaw exec results, tau-bench airline function calls) plus synthetic
-exec/process/message/read/search/update_plan calls with results from a few bytes to 20 kB.
-It prints microseconds per call for `hash_tool_call` + `hash_tool_outcome` with each canonical
-writer, next to two baselines that hash params and raw result without any of the SPEC rules:
+The workload is every call of the development corpus (tests/data/eval/*.jsonl.gz, or the
+folder given with --corpus: mini-swe-agent bash calls shaped as OpenClaw exec results,
+tau-bench airline function calls) plus synthetic exec/process/message/read/search/update_plan
+calls with results from a few bytes to 20 kB. It prints microseconds per call for
+`hash_tool_call` + `hash_tool_outcome` with each canonical writer, next to two baselines that
+hash params and raw result without OpenClaw's rules (JavaScript key order and number text,
+the outcome's tool-specific fields):
 stdlib ``json.dumps(sort_keys=True)`` + sha256, and orjson + sha256.
 """
 
@@ -28,7 +30,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench._corpus import MINI_SWE, TAU_BENCH, exec_result, rows, shared_dir, text_of
+from bench._corpus import (
+    CORPUS_HELP,
+    MINI_SWE,
+    TAU_BENCH,
+    corpus_dir,
+    exec_result,
+    rows,
+    text_of,
+)
 
 from loopwarden.cli import engine_compiled
 from loopwarden.core import canonical
@@ -48,13 +58,13 @@ class Call(NamedTuple):
 # --------------------------------------------------------------------------------------------
 
 
-def corpus_calls(shared: Path, rng: random.Random) -> list[Call]:
+def corpus_calls(corpus: Path, rng: random.Random) -> list[Call]:
     """Real calls: bash commands as exec results, tau-bench tools as text results or errors."""
     calls = []
-    for row in rows(shared / "eval" / MINI_SWE):
+    for row in rows(corpus / MINI_SWE):
         result = exec_result(row, rng)
         calls.append(Call("exec", {"command": row["args"]["command"]}, result, UNDEFINED))
-    for row in rows(shared / "eval" / TAU_BENCH):
+    for row in rows(corpus / TAU_BENCH):
         if row["error"]:
             calls.append(Call(row["tool"], row["args"], UNDEFINED, row["error"]))
             continue
@@ -243,7 +253,7 @@ def _options(calls: list[Call], values: list[object], blobs: list[bytes]) -> lis
         Option("loopwarden, fast path = stdlib C json encoder", over_calls(_loopwarden, "stdlib")),
         Option("loopwarden, fast path = orjson (default)", over_calls(_loopwarden, "orjson")),
         # What any exact option pays: sha256 of the bytes loopwarden hashes; and orjson + sha256
-        # of the values it digests, i.e. everything but the SPEC §3 rules and the type check.
+        # of the values it digests, i.e. everything but the outcome rules and the type check.
         Option("floor: sha256 alone of the bytes loopwarden hashes", sha_only),
         Option("floor: orjson + sha256 of the values it digests", encode_and_sha),
     ]
@@ -268,7 +278,7 @@ def _measure(options: list[Option], calls: int, repeat: int) -> dict[str, list[f
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", help="the shared/ folder (default: next to the repo)")
+    parser.add_argument("--corpus", help=CORPUS_HELP)
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per option")
     parser.add_argument("--synthetic", type=int, default=7_000, help="synthetic calls to add")
     args = parser.parse_args(argv)
@@ -281,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     rng = random.Random(20260101)
-    calls = corpus_calls(shared_dir(args.shared), rng) + synthetic_calls(rng, args.synthetic)
+    calls = corpus_calls(corpus_dir(args.corpus), rng) + synthetic_calls(rng, args.synthetic)
     rng.shuffle(calls)
     sizes = [len(json.dumps(c.result if c.result is not UNDEFINED else c.error)) for c in calls]
     print(f"workload: {len(calls):,} calls; result JSON bytes: mean {statistics.mean(sizes):,.0f},")
@@ -298,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print_by_shape(calls: list[Call], repeat: int) -> None:
-    """Per call shape: which SPEC §3 rules cost what, next to the orjson baseline."""
+    """Per call shape: which outcome-hashing rules cost what, next to the orjson baseline."""
     groups: dict[str, list[Call]] = {}
     for call in calls:
         shape = call.tool if call.tool in _SHAPES else "tau-bench function"

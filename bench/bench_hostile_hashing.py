@@ -1,4 +1,4 @@
-"""Benchmark: hashing hostile values grows linearly with their size (issue 13, item 1).
+"""Benchmark: hashing hostile values grows linearly with their size.
 
 Run from the repository root (in each build):
 

@@ -6,7 +6,7 @@ Run from the repository root:
     python bench/bench_session_runs.py --runs 5000 --redis  # also a private redis-server
 
 The ``recommended`` profile, one session, a new run id for every failing call (the shape that
-grew the per-run maps without bound, issue 13 item 2). At each checkpoint it prints the mean
+once grew the per-run maps without bound). At each checkpoint it prints the mean
 milliseconds per guard call (``before_tool_call`` or ``after_tool_call``, one store update
 each) over the last 200 runs, and the size of the session's snapshot in bytes.
 """

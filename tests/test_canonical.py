@@ -1,4 +1,4 @@
-"""SPEC §2: canonical form, digests and call signatures."""
+"""Canonical form, digests and call signatures."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from loopwarden.core.canonical import (
     stable_stringify,
 )
 
-from _support import require_module, shared_path
+from _support import data_path, require_module
 
 # --------------------------------------------------------------------------------------------
 # Conformance vectors
@@ -36,7 +36,7 @@ from _support import require_module, shared_path
 
 
 def _canonical_vectors() -> list[dict[str, str]]:
-    with gzip.open(shared_path("conformance", "canonical.jsonl.gz"), "rt", encoding="utf-8") as f:
+    with gzip.open(data_path("conformance", "canonical.jsonl.gz"), "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 

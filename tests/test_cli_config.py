@@ -26,7 +26,7 @@ def test_check_prints_the_effective_resolved_config_of_an_agent() -> None:
     done = run("config", "check", str(EXAMPLE), "--agent", "ops")
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout and "agent 'ops'" in done.stdout
-    assert "runtime uses criticalThreshold 26" in done.stdout
+    assert '"warningThreshold": 25' in done.stdout and "notice" not in done.stdout
     body = done.stdout[done.stdout.index("{") :]
     assert json.loads(body) == lw.load_config(EXAMPLE).resolve("ops").to_camel()
 
@@ -36,7 +36,7 @@ def test_check_json_output() -> None:
     assert done.returncode == 0
     payload = json.loads(done.stdout)
     assert payload["config"]["warningThreshold"] == 10 and payload["agent"] is None
-    assert payload["notices"]
+    assert payload["notices"] == []  # the shipped example is not clamped anywhere
 
 
 def test_check_lists_every_problem_and_exits_2(tmp_path: Path) -> None:
@@ -210,3 +210,52 @@ def test_every_option_has_help_text_and_output_is_one_convention() -> None:
                 assert action.help == argparse.SUPPRESS and action.dest == "output"
     done = run("runs", "show", "x", "--output", "json", "--db", "/nonexistent/runs.db")
     assert done.returncode == 2 and "no run records" in done.stderr
+
+
+def test_the_shipped_example_is_not_clamped_for_any_agent() -> None:
+    for agent in (None, *lw.load_config(EXAMPLE).agent_ids):
+        done = run("config", "check", str(EXAMPLE), *(("--agent", agent) if agent else ()))
+        assert done.returncode == 0, done.stderr
+        assert "notice" not in done.stdout, done.stdout
+
+
+def test_check_says_what_a_block_without_enabled_does(tmp_path: Path) -> None:
+    config = _write(tmp_path / "c.json", {"tools": {"loopDetection": {"criticalThreshold": 12}}})
+    done = run("config", "check", str(config))
+    assert done.returncode == 0
+    assert "'enabled' is not set: the loop detectors are off and only the post-compaction " \
+        "guard runs" in done.stdout  # fmt: skip
+    payload = json.loads(run("config", "check", str(config), "--output", "json").stdout)
+    assert any("only the post-compaction guard runs" in n for n in payload["notices"])
+    on = _write(tmp_path / "on.json", {"tools": {"loopDetection": {"enabled": True}}})
+    assert "enabled' is not set" not in run("config", "check", str(on)).stdout
+
+
+def test_analyze_runs_a_file_without_enabled_as_the_library_does(tmp_path: Path) -> None:
+    config = _write(tmp_path / "c.json", {"tools": {"loopDetection": {"criticalThreshold": 12}}})
+    transcripts = EXAMPLE.parent / "transcripts"
+    done = run("analyze", str(transcripts), "--config", str(config), "--output", "json")
+    doc = json.loads(done.stdout)
+    assert "enabled" not in doc["config"]  # as LoopGuard runs the file: detectors off
+    assert doc["config"] == lw.load_config(config).resolve().to_camel()
+    assert any("only the post-compaction guard runs" in n for n in doc["notices"])
+    # No warnings from the detectors; the post-compaction guard still stops the OpenClaw loop.
+    assert doc["summary"]["with_warning"] == 0 and doc["summary"]["stopped"] == 1
+
+
+def test_a_misspelt_agents_container_is_an_error(tmp_path: Path) -> None:
+    config = _write(
+        tmp_path / "c.json",
+        {"agent": {"list": [{"id": "ops", "tools": {"loopDetection": {"enabled": True}}}]},
+         "agentz": {"model": "unrelated"}, "gateway": {"port": 1}},
+    )  # fmt: skip
+    done = run("config", "check", str(config))
+    assert done.returncode == 2
+    assert "agent: unknown key; did you mean agents?" in done.stderr
+    assert "agentz" not in done.stderr and "gateway" not in done.stderr
+
+
+def test_dir_shows_the_public_api_only() -> None:
+    names = dir(lw)
+    assert "LoopGuard" in names and "__version__" in names
+    assert "TYPE_CHECKING" not in names and "importlib" not in names

@@ -1,4 +1,4 @@
-"""SPEC §7: the post-compaction guard."""
+"""The post-compaction guard."""
 
 from __future__ import annotations
 

@@ -10,11 +10,11 @@ import pytest
 
 import loopwarden as lw
 
-from _support import shared_path
+from _support import data_path
 
 
 def _scenarios() -> list[dict[str, Any]]:
-    with gzip.open(shared_path("conformance", "scenarios.jsonl.gz"), "rt", encoding="utf-8") as f:
+    with gzip.open(data_path("conformance", "scenarios.jsonl.gz"), "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

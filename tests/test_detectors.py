@@ -1,4 +1,4 @@
-"""SPEC §5 behaviour of detection: every rule of the table, the measurements, the switches."""
+"""Detection: every rule of the table, the measurements, the switches."""
 
 from __future__ import annotations
 

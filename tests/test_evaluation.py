@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from _support import shared_path
+from _support import data_path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -21,7 +21,7 @@ Evaluation = tuple[list[evaluate_profiles.ProfileResult], list[evaluate_profiles
 
 @pytest.fixture(scope="module")
 def evaluation() -> Evaluation:
-    return evaluate_profiles.evaluate(shared_path())
+    return evaluate_profiles.evaluate(data_path("eval"))
 
 
 def test_recommended_catches_every_loop_by_the_fourth_call(evaluation: Evaluation) -> None:

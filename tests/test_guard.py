@@ -1,4 +1,4 @@
-"""SPEC §6 and §8: LoopGuard decisions, warning emission, events, run records, sessions."""
+"""LoopGuard decisions, warning emission, events, run records, sessions."""
 
 from __future__ import annotations
 

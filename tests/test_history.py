@@ -1,4 +1,4 @@
-"""SPEC §4 behaviour of the session history: run scoping, trimming, outcome attachment."""
+"""The session history: run scoping, trimming, outcome attachment."""
 
 from __future__ import annotations
 

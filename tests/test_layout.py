@@ -108,3 +108,13 @@ def test_the_core_is_what_the_architecture_page_says() -> None:
     core = sorted(m.rsplit(".", 1)[1] for m in MODULES if m.startswith("loopwarden.core."))
     missing = [name for name in core if f"core/{name}.py" not in page]
     assert missing == [], f"docs/ARCHITECTURE.md does not describe {missing}"
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(m for m in MODULES if not m.startswith(("loopwarden.cli", "loopwarden.__main__"))),
+)
+def test_only_the_command_line_imports_the_command_line(module: str) -> None:
+    # The analyzer, the hooks and the rest are libraries the commands use, not the other way.
+    cli = sorted(t for t in GRAPH[module] if t.startswith("loopwarden.cli"))
+    assert cli == [], f"{module} reaches up into the command line: {cli}"

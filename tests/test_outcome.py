@@ -1,4 +1,4 @@
-"""SPEC §3: outcome hashing and unknown-tool names."""
+"""Outcome hashing and unknown-tool names."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from loopwarden.core.canonical import UNDEFINED, digest_stable, hash_tool_call, stable_stringify
 from loopwarden.core.outcome import extract_unknown_tool_name, hash_tool_outcome
 
-from _support import shared_path
+from _support import data_path
 
 
 def _result(text: str = "", **details: Any) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def _hash(tool: str, params: Any, result: Any = UNDEFINED, error: Any = UNDEFINE
 
 def test_scenario_vectors_outcome_and_signature_outputs() -> None:
     checked, failures = 0, []
-    with gzip.open(shared_path("conformance", "scenarios.jsonl.gz"), "rt", encoding="utf-8") as f:
+    with gzip.open(data_path("conformance", "scenarios.jsonl.gz"), "rt", encoding="utf-8") as f:
         scripts = [json.loads(line) for line in f]
     for script in scripts:
         steps = [s for s in script["steps"] if s["op"] != "call"]  # calls output nothing

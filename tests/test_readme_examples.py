@@ -126,7 +126,7 @@ def test_the_agent_loop_example_warns_then_blocks_a_loop() -> None:
 
 
 def test_the_async_example_runs_on_redis_as_written(tmp_path: Path) -> None:
-    pytest.importorskip("redis", reason="pip install 'loopwarden[redis]'")
+    pytest.importorskip("redis", reason="pip install '.[redis]'")
     binary = require_binary("redis-server", "apt-get install redis-server")
     from test_redis_store import RedisServer, _free_port
 

@@ -634,3 +634,46 @@ def test_sqlite_store_on_a_full_disk_reports_it_and_recovers(tmp_path: Path) -> 
     conn.execute("PRAGMA max_page_count=1073741823")  # space returns
     assert guard.before_tool_call("s", "exec", {"c": 1}).action == "allow"
     assert store.peek("s") is not None
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
+OPENCLAW_RUN = "0192f3a1-7c2e-7b5d-9e44-5a1c3d2b9f00"  # the session id of the OpenClaw example
+
+
+def _analyze_record(db: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwarden", "analyze", str(EXAMPLES), "--record", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+
+
+def test_analyze_record_names_each_run_by_its_own_id_with_call_numbers(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    _analyze_record(db)
+    runs = json.loads(_cli("list", "--db", str(db), "--output", "json").stdout)
+    assert len(runs) == 25 and len({run["run_id"] for run in runs}) == 25
+    assert "replay" not in {run["run_id"] for run in runs}
+    shown = _cli("show", OPENCLAW_RUN, "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("\nrun ") + shown.stdout.startswith("run ") == 1  # that run only
+    # The same calls the analyze report names: a warning at call 13, the stop at call 17.
+    assert "call 13 warn" in shown.stdout and "call 17 stop" in shown.stdout
+    (payload,) = [
+        json.loads(_cli("show", OPENCLAW_RUN, "--db", str(db), "--output", "json").stdout)
+    ]
+    assert [event["call"] for event in payload["events"]] == [13, 17]
+
+
+def test_reading_run_records_leaves_no_files_behind(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    _analyze_record(db)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+    before = db.read_bytes()
+    for args in (("list",), ("list", "--blocked"), ("show", OPENCLAW_RUN)):
+        done = _cli(*args, "--db", str(db))
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"], args
+    assert db.read_bytes() == before  # read, never written

@@ -24,7 +24,7 @@ from loopwarden.store import GuardSession, session_state_from_records
 from loopwarden.stores import StoreUnavailableError
 from test_conformance import verdict_dict
 
-from _support import require_binary, require_module, shared_path
+from _support import data_path, require_binary, require_module
 
 SECRET = "pw-Zq81-s3cret"
 
@@ -185,11 +185,11 @@ def test_a_very_long_history_is_written_in_one_update(url: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Conformance: the SPEC vectors replayed through the store, alternating two workers
+# Conformance: tests/data/conformance replayed through the store, alternating two workers
 
 
 def _scenarios() -> list[dict[str, Any]]:
-    path = shared_path("conformance", "scenarios.jsonl.gz")
+    path = data_path("conformance", "scenarios.jsonl.gz")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,23 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
          "result": "1 failing", "error": None}
         for i in range(24)
     ]  # fmt: skip
+    # A loop whose arguments are long, hold markup and a secret-looking key.
+    rows += [
+        {"trajectory": "long-args", "step": i, "tool": "write",
+         "args": {"path": "<script>alert(1)</script>/" + "x" * 200, "api_key": "sk-hidden"},
+         "result": "ok", "error": None}
+        for i in range(24)
+    ]  # fmt: skip
     loop = folder / "loop.jsonl"
     loop.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (folder / "notes.json").write_text('{"not": "a transcript"}')  # skipped
+    live = [{"trajectory": "live", "step": i, "tool": "read", "args": {"i": i}, "result": i}
+            for i in range(3)]  # fmt: skip
+    (folder / "live.jsonl").write_text(  # an agent still writing its last line
+        "".join(json.dumps(row) + "\n" for row in live) + '{"trajectory": "live", "to'
+    )
     html, out = folder / "report.html", folder / "report.json"
-    common = [str(EXAMPLES), str(loop), "--set", "warningThreshold=5"]
+    common = [str(EXAMPLES), str(folder), "--set", "warningThreshold=5"]
     assert main(["analyze", *common, "--output", "html", "--out", str(html)]) == 1
     assert main(["analyze", *common, "--output", "json", "--out", str(out)]) == 1
     return html, json.loads(out.read_text())
@@ -117,16 +131,20 @@ def test_hover_text_names_tool_detector_and_message(
     assert why.inner_text().startswith(f"blocked at call {first['call']} (exec, generic_repeat")
 
 
-def test_filter_shows_only_trajectories_with_loops(
+def test_filter_shows_only_trajectories_with_loops_from_the_start(
     page: Any, report: tuple[Path, dict[str, Any]]
 ) -> None:
     _, doc = report
     with_loops = [t["id"] for t in doc["trajectories"] if t["events"]]
     quiet = next(t["id"] for t in doc["trajectories"] if not t["events"])
     sections = page.locator("section.traj")
+    assert page.locator("#only-loops").is_checked()  # the page opens on the loops
+    assert page.locator(f"section.traj[data-id='{quiet}']").is_hidden()
+    page.locator("#only-loops").uncheck()
     assert sum(sections.nth(i).is_visible() for i in range(sections.count())) == len(
         doc["trajectories"]
     )
+    assert page.locator("#shown").inner_text() == str(len(doc["trajectories"]))
     page.locator("#only-loops").check()
     visible = [
         sections.nth(i).get_attribute("data-id")
@@ -136,8 +154,6 @@ def test_filter_shows_only_trajectories_with_loops(
     assert sorted(visible) == sorted(with_loops)
     assert page.locator(f"section.traj[data-id='{quiet}']").is_hidden()
     assert page.locator("#shown").inner_text() == str(len(with_loops))
-    page.locator("#only-loops").uncheck()
-    assert page.locator(f"section.traj[data-id='{quiet}']").is_visible()
 
 
 def test_loops_come_first_stopped_then_blocked_then_warned(
@@ -249,4 +265,113 @@ def test_a_sweep_page_plots_each_setting(page: Any, tmp_path: Path) -> None:
     distinct = {(r["summary"]["with_block_or_stop"], r["summary"]["calls_saved"]) for r in rows}
     assert points.count() == len(distinct)
     assert tab.locator("#sweep-plot").is_visible()
+    tab.close()
+
+
+def test_the_header_says_what_was_analysed_how_and_when(
+    page: Any, report: tuple[Path, dict[str, Any]]
+) -> None:
+    _, doc = report
+    about = page.locator("#about")
+    assert about.is_visible()
+    text = about.inner_text()
+    assert str(EXAMPLES) in text  # the inputs as given
+    assert "loopwarden analyze " in text and "--set warningThreshold=5" in text  # the command
+    assert doc["loopwarden"] in text
+    assert "profile openclaw, detectors on; changed: warningThreshold=5" in text
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", text)
+    summary = doc["summary"]
+    assert f"{summary['trajectories']} trajectories · {summary['calls']} tool calls" in text
+
+
+def test_what_was_left_out_is_said_before_the_figures(
+    page: Any, report: tuple[Path, dict[str, Any]]
+) -> None:
+    _, doc = report
+    figures = page.locator("#summary").bounding_box()
+    for key, selector in (("skipped", "#skipped"), ("warnings", "#warnings")):
+        (line,) = doc[key]
+        shown = page.locator(selector)
+        assert shown.inner_text() == line
+        assert shown.bounding_box()["y"] < figures["y"], key
+
+
+def test_the_looping_call_is_shown_shortened_escaped_and_masked(
+    page: Any, report: tuple[Path, dict[str, Any]]
+) -> None:
+    _, doc = report
+    blocked = next(t for t in doc["trajectories"] if t["id"] == "blocked-loop")
+    args = page.locator("section.traj[data-id='blocked-loop'] .args")
+    call = blocked["first_block"]["call"]
+    assert args.inner_text() == f'the repeated call (call {call}): exec {{"command": "make"}}'
+    long = page.locator("section.traj[data-id='long-args'] .args code").inner_text()
+    assert long.startswith('write {"path": "<script>alert(1)</script>/xxx')  # text, not markup
+    assert long.endswith("…") and len(long) == len("write ") + 80
+    assert page.locator("section.traj[data-id='long-args'] script").count() == 0
+    assert "sk-hidden" not in page.content()  # a secret-looking key's value is masked
+    assert not [t for t in doc["trajectories"] if not t["events"] and page.locator(
+        f"section.traj[data-id='{t['id']}'] .args").count()]  # fmt: skip
+
+
+def test_compactions_are_marked_on_the_strip(
+    page: Any, report: tuple[Path, dict[str, Any]]
+) -> None:
+    _, doc = report
+    stopped = next(t for t in doc["trajectories"] if t["format"] == "openclaw" and t["stopped"])
+    strip = page.locator(f"section.traj[data-id='{stopped['id']}'] .timeline")
+    marks = strip.locator("i.cmp")
+    assert marks.count() == 1 and "compacted" in marks.get_attribute("title")
+    # The compaction falls right before the post-compaction guard's window: the 3 calls it
+    # watched end at the stop.
+    before = strip.evaluate("el => [...el.children].indexOf(el.querySelector('i.cmp'))")
+    assert before == stopped["stop"]["index"] - 2
+
+
+def test_the_page_fits_a_narrow_window(
+    page: Any, report: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    html, _ = report
+    tab = page.context.browser.new_page(viewport={"width": 380, "height": 800})  # a phone
+    tab.goto(html.as_uri())
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 380  # no sideways page
+    for selector in ("#about", "#summary", "#cost", "#by-detector", "#by-tool", "#settings"):
+        right = tab.locator(selector).evaluate(
+            "el => (el.closest('.scroll') || el).getBoundingClientRect().right"
+        )
+        assert right <= 380, selector  # a wide table scrolls inside its own box
+    assert tab.locator("section.traj.has-loop .why").first.bounding_box()["width"] <= 380
+    tab.screenshot(path=str(tmp_path / "narrow.png"), full_page=True)
+    tab.close()
+
+
+def test_sweep_labels_neither_overlap_nor_leave_the_plot(page: Any, tmp_path: Path) -> None:
+    html = tmp_path / "sweep.html"
+    flat = tmp_path / "loops.jsonl"
+    rows = [
+        {"trajectory": f"r{n}", "step": i, "tool": "exec", "args": {"n": n}, "result": "same",
+         "error": None}
+        for n in range(6) for i in range(12 + 3 * n)
+    ]  # fmt: skip
+    flat.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sweep = ["--sweep", "criticalThreshold=11,12,13,14,15,16,17,18,19,20,25,30"]
+    assert main(["analyze", str(flat), *sweep, "--output", "html", "--out", str(html)]) == 1
+    tab = page.context.browser.new_page()
+    tab.goto(html.as_uri())
+    boxes = tab.evaluate(
+        "[...document.querySelectorAll('#sweep-plot text.label')].map(t => {"
+        " const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; })"
+    )
+    width, height = (
+        float(tab.locator("#sweep-plot").get_attribute(k)) for k in ("width", "height")
+    )
+    assert len(boxes) >= 3
+    for n, (x0, y0, x1, y1) in enumerate(boxes):
+        assert x0 >= 0 and x1 <= width and y0 >= 0 and y1 <= height, (n, boxes)
+        for other in boxes[n + 1 :]:
+            overlap = x0 < other[2] and other[0] < x1 and y0 < other[3] and other[1] < y1
+            assert not overlap, (boxes[n], other)
+    # No success labels in these transcripts: the caption does not speak of good runs.
+    caption = tab.locator("#sweep-caption").inner_text()
+    assert "good runs" not in caption and "succeeded blocked" not in caption
+    assert "do not say which runs succeeded" in caption
     tab.close()

@@ -1,5 +1,6 @@
-"""Transcript importers: every FORMATS.md format imports from its real sample (or, where no native
-sample exists, from a file written here to the documented shape), with edge cases."""
+"""Transcript importers: every format of docs/transcript-formats.md imports from its real sample
+(or, where no native sample exists, from a file written here to the documented shape), with
+edge cases."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from loopwarden.transcripts import (
     read_transcripts,
 )
 
-from _support import shared_path
+from _support import data_path
 
 
 def _one(path: Path, fmt: str = "auto") -> Trajectory:
@@ -40,7 +41,7 @@ def _write_jsonl(path: Path, objects: list[dict[str, Any]]) -> Path:
 
 
 def test_openclaw_sample_calls_results_and_compaction() -> None:
-    path = shared_path("samples", "openclaw-session-example.jsonl")
+    path = data_path("samples", "openclaw-session-example.jsonl")
     assert detect(path).format == "openclaw"
     traj = _one(path)
     assert traj.id == "0192f3a1-7c2e-7b5d-9e44-5a1c3d2b9f00"
@@ -140,7 +141,7 @@ def test_openclaw_malformed_line_names_path_and_line(tmp_path: Path) -> None:
 
 
 def test_swe_agent_0x_sample() -> None:
-    path = shared_path("samples", "swe-agent-0x__swe-agent__test-repo-i1.traj")
+    path = data_path("samples", "swe-agent-0x__swe-agent__test-repo-i1.traj")
     assert detect(path).format == "swe-agent"
     traj = _one(path)
     assert [c.tool for c in traj.calls] == ["find_file", "open", "edit", "python", "submit"]
@@ -150,7 +151,7 @@ def test_swe_agent_0x_sample() -> None:
 
 
 def test_swe_agent_1x_sample_uses_structured_calls_from_history() -> None:
-    path = shared_path("samples", "swe-agent-1x-fncall__6e44b9__sweagenttestrepo-1c2844.traj")
+    path = data_path("samples", "swe-agent-1x-fncall__6e44b9__sweagenttestrepo-1c2844.traj")
     traj = _one(path)
     assert [c.tool for c in traj.calls] == ["find_file", "open", "edit", "bash", "submit"]
     assert traj.calls[0].params == {"file_name": "missing_colon.py"}
@@ -167,10 +168,10 @@ def test_swe_agent_1x_sample_uses_structured_calls_from_history() -> None:
 )
 def test_mini_swe_agent_v1_matches_the_eval_corpus_conversion(name: str) -> None:
     """The corpus in eval/ was converted independently from the same upstream files."""
-    path = shared_path("samples", f"mini-swe-agent-v1__{name}.traj.json")
+    path = data_path("samples", f"mini-swe-agent-v1__{name}.traj.json")
     assert detect(path).format == "mini-swe-agent"
     traj = _one(path)
-    corpus = shared_path("eval", "minisweagent_gemini3pro_verified.jsonl.gz")
+    corpus = data_path("eval", "minisweagent_gemini3pro_verified.jsonl.gz")
     with gzip.open(corpus, "rt", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if f'/{name}"' in line]
     assert rows, "sample not in the corpus"
@@ -179,7 +180,7 @@ def test_mini_swe_agent_v1_matches_the_eval_corpus_conversion(name: str) -> None
 
 
 def test_mini_swe_agent_sympy_repeated_sed_and_format_errors() -> None:
-    traj = _one(shared_path("samples", "mini-swe-agent-v1__sympy__sympy-15976.traj.json"))
+    traj = _one(data_path("samples", "mini-swe-agent-v1__sympy__sympy-15976.traj.json"))
     sed = "sed -i 's/return mmsubsup/return mmsubsup/' sympy/printing/mathml.py"
     commands = [c.params["command"] for c in traj.calls]
     assert commands.count(sed) == 4  # 3 in a row, a format-error turn, then a 4th (SOURCES.md)
@@ -189,7 +190,7 @@ def test_mini_swe_agent_sympy_repeated_sed_and_format_errors() -> None:
 
 
 def test_mini_swe_agent_timeout_becomes_an_error_label() -> None:
-    traj = _one(shared_path("samples", "mini-swe-agent-v1__matplotlib__matplotlib-13989.traj.json"))
+    traj = _one(data_path("samples", "mini-swe-agent-v1__matplotlib__matplotlib-13989.traj.json"))
     errors = [c.error for c in traj.calls if c.error]
     assert errors.count("timeout") == 1
     assert errors.count("returncode=1") == 3
@@ -239,7 +240,7 @@ def test_mini_swe_agent_v2_tool_calls(tmp_path: Path) -> None:
 
 
 def test_tau_bench_sample() -> None:
-    path = shared_path("samples", "tau-bench__gpt-4o-airline__first20.json")
+    path = data_path("samples", "tau-bench__gpt-4o-airline__first20.json")
     assert detect(path).format == "tau-bench"
     trajs = list(read_transcripts(path))
     assert len(trajs) == 20
@@ -357,7 +358,7 @@ def test_anthropic_messages(tmp_path: Path) -> None:
 
 
 def test_openhands_sample_tolerates_the_orphan_observation() -> None:
-    path = shared_path("samples", "openhands-sdk__goal-fixture-events.jsonl")
+    path = data_path("samples", "openhands-sdk__goal-fixture-events.jsonl")
     assert detect(path).format == "openhands"
     traj = _one(path)
     assert traj.orphan_results == 1  # SOURCES.md: one observation's action is not in the slice
@@ -450,7 +451,7 @@ def test_flat_jsonl_streams_trajectories_and_compaction(tmp_path: Path) -> None:
 
 
 def test_flat_jsonl_reads_the_eval_corpus_head() -> None:
-    corpus = shared_path("eval", "taubench_airline_gpt4o.jsonl.gz")
+    corpus = data_path("eval", "taubench_airline_gpt4o.jsonl.gz")
     trajectories = read_transcripts(corpus)
     first = next(trajectories)
     assert first.id == "tau-airline-gpt4o/task0/trial0"
@@ -481,7 +482,7 @@ def test_non_transcripts_are_recognised_as_such(tmp_path: Path) -> None:
     sidecar = _write_jsonl(
         tmp_path / "s1.trajectory.jsonl", [{"traceSchema": "openclaw-trajectory"}]
     )
-    meta = shared_path("eval", "minisweagent_gemini3pro_verified.meta.jsonl.gz")
+    meta = data_path("eval", "minisweagent_gemini3pro_verified.meta.jsonl.gz")
     other = tmp_path / "sessions.json"
     other.write_text(json.dumps({"agent:main:main": {"sessionId": "x"}}))
     empty = tmp_path / "empty.jsonl"
@@ -504,7 +505,7 @@ def test_iter_sources_recurses_sorted_and_filters_by_suffix(tmp_path: Path) -> N
 
 
 def test_every_sample_imports_with_calls() -> None:
-    samples = shared_path("samples")
+    samples = data_path("samples")
     formats = set()
     for path in iter_sources([samples]):
         trajectories = list(read_transcripts(path))
@@ -572,7 +573,7 @@ def test_mangled_samples_import_or_fail_with_a_transcript_error(tmp_path: Path) 
     import random
 
     rnd = random.Random(7)
-    for path in iter_sources([shared_path("samples")]):
+    for path in iter_sources([data_path("samples")]):
         fmt = detect(path).format
         assert fmt is not None
         text = path.read_text(encoding="utf-8")

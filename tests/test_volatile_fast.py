@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from loopwarden.core.volatile import BUILTIN_PATTERNS, VolatileNormalizer
 
-from _support import shared_path
+from _support import data_path
 
 # ---------------------------------------------------------------------------------------------
 # The oracle: the normaliser as it was before the fast path (same patterns, same order).
@@ -88,7 +88,7 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _corpus_rows(name: str) -> Iterator[dict[str, Any]]:
-    with gzip.open(shared_path("eval", name), "rt", encoding="utf-8") as f:
+    with gzip.open(data_path("eval", name), "rt", encoding="utf-8") as f:
         for line in f:
             yield json.loads(line)
 
@@ -112,7 +112,7 @@ def test_every_outcome_of_the_development_corpora_normalises_as_before(corpus: s
 
 
 def _data_files() -> list[Path]:
-    samples = sorted(p for p in shared_path("samples").iterdir() if p.suffix != ".md")
+    samples = sorted(p for p in data_path("samples").iterdir() if p.suffix != ".md")
     data = Path(__file__).parent / "data"
     ours = sorted(p for p in data.rglob("*") if p.is_file() and p.stat().st_size < 5_000_000)
     return samples + ours

@@ -9,7 +9,7 @@ The public names below load lazily (PEP 562): ``import loopwarden`` costs next t
 one short process per tool call, so every import it does not need is start-up time it pays.
 """
 
-import importlib
+import importlib as _importlib
 
 from loopwarden._version import __version__
 
@@ -109,11 +109,11 @@ if not TYPE_CHECKING:  # hidden from type checkers, which would take any unknown
         module = _LAZY.get(name)
         if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"loopwarden.{module}"), name)
+        value = getattr(_importlib.import_module(f"loopwarden.{module}"), name)
         globals()[name] = value  # later look-ups skip __getattr__
         return value
 
 
 def __dir__() -> list[str]:
-    """The module's own names and the lazily loaded public API."""
-    return sorted({*globals(), *__all__})
+    """The public API (loaded or not) and the module's dunder names; not its helpers."""
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})

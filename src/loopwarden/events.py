@@ -30,7 +30,13 @@ class LoopEvent:
     paired_tool_name: str | None = None
     args_hash: str | None = None
     timestamp: float = 0.0
+    # The call's number in its run, counting from 1, where the runtime knows it (a replay by
+    # `loopwarden analyze --record` does; a live guard sees calls, not their place in the run).
+    call: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the event."""
-        return asdict(self)
+        """A JSON-ready dict of the event (``call`` only where it is known)."""
+        data = asdict(self)
+        if self.call is None:
+            del data["call"]
+        return data

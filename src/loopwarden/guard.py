@@ -42,6 +42,7 @@ from loopwarden.core.history import (
 )
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
+    as_stop_message,
     comparable_outcome,
     extra_verdicts,
     is_failure,
@@ -118,6 +119,11 @@ STORE_UNAVAILABLE = Decision(
 _UNKNOWN_PREFIX = "CRITICAL: attempted unavailable tool "
 _UNKNOWN_SUFFIX = " times. Stop retrying that missing tool and answer without it."
 WITHHELD_NAME = "(name withheld)"
+
+
+def _action_message(message: str, action: Action) -> str:
+    """An event's message: a stop says the run was stopped, not that the call was blocked."""
+    return as_stop_message(message) if action == "stop" else message
 
 
 def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
@@ -277,7 +283,7 @@ class LoopGuard:
             session=session.key,
             run_id=run,
             agent_id=self.agent_id,
-            message=record_message(verdict, tool),
+            message=_action_message(record_message(verdict, tool), action),
             paired_tool_name=paired,
             args_hash=args_hash,
             timestamp=time.time(),
@@ -509,11 +515,14 @@ class LoopGuard:
         """
         tool, params, signature, tool_call_id = call
         message = str(verdict.message)
+        stopping = self._stops(session, run, verdict, config, batch)
+        if stopping:
+            message = as_stop_message(message)
         if tool_call_id is not None:
             session.remember_blocked(tool_call_id)
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
-        if not self._stops(session, run, verdict, config, batch):
+        if not stopping:
             events.append(
                 self._event(session, run, "block", verdict=verdict, tool=tool, args_hash=signature)
             )
@@ -522,7 +531,7 @@ class LoopGuard:
             self._event(session, run, "stop", verdict=verdict, tool=tool, args_hash=signature)
         )
         session.keep_run(session.stopped, run, message)
-        session.run(run, self.agent_id).stop_reason = record_message(verdict, tool)
+        session.run(run, self.agent_id).stop_reason = as_stop_message(record_message(verdict, tool))
         error = LoopStoppedError(
             message, detector=str(verdict.detector), count=verdict.count, tool_name=tool
         )

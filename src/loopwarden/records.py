@@ -111,6 +111,10 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX hook_sessions_by_updated ON hook_sessions (updated_at);
     """,
+    # 3 -> 4: the call number of an event in its run, where the runtime knows it (a replay).
+    """
+    ALTER TABLE events ADD COLUMN call INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 _MAX_PENDING = 10_000  # rows kept in memory while the database cannot be written
@@ -249,6 +253,14 @@ def open_readonly(path: PathLike | None = None, *, timeout: float = 5.0) -> sqli
         # Checked on the raw header first, so SQLite never opens (or adds files next to) an
         # unrelated database. A live writer's first commits may still sit in the WAL file.
         raise _not_records(db, "runs")
+    if not db.with_name(db.name + "-wal").exists():
+        # No connection has the file open (the first one creates the -wal, the last removes
+        # it). A read-only connection could not remove the -wal and -shm it adds, and they
+        # would stay behind after every `runs list`: read through a connection that may clean
+        # up after itself, and never writes (query_only). A file we cannot write falls back
+        # to the read-only mode below.
+        with suppress(sqlite3.Error, RecordsError):
+            return _open_checked(db, "mode=rw", timeout, query_only=True)
     try:
         return _open_checked(db, "mode=ro", timeout)
     except sqlite3.Error as exc:
@@ -263,10 +275,14 @@ def open_readonly(path: PathLike | None = None, *, timeout: float = 5.0) -> sqli
         raise describe_error(db, exc) from None
 
 
-def _open_checked(db: Path, query: str, timeout: float) -> sqlite3.Connection:
+def _open_checked(
+    db: Path, query: str, timeout: float, *, query_only: bool = False
+) -> sqlite3.Connection:
     uri = f"{db.resolve().as_uri()}?{query}"
     conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
     try:
+        if query_only:
+            conn.execute("PRAGMA query_only=1")
         conn.row_factory = sqlite3.Row
         _check_readable(conn, db)
     except BaseException:
@@ -354,8 +370,8 @@ def _write_event(event: LoopEvent) -> _Write:
         )
         conn.execute(
             "INSERT INTO events (run, ts, type, level, action, detector, count, tool_name, "
-            "agent_id, message, paired_tool_name, args_hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "agent_id, message, paired_tool_name, args_hash, call) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run,
                 ts,
@@ -369,6 +385,7 @@ def _write_event(event: LoopEvent) -> _Write:
                 event.message,
                 event.paired_tool_name,
                 event.args_hash,
+                event.call,
             ),
         )
 
@@ -783,6 +800,8 @@ def run_events(conn: sqlite3.Connection, run_row: int) -> list[LoopEvent]:
             paired_tool_name=row["paired_tool_name"],
             args_hash=row["args_hash"],
             timestamp=row["ts"],
+            # Files of schema 3 and before have no call column (read as they are).
+            call=row["call"] if "call" in row.keys() else None,  # noqa: SIM118 (sqlite3.Row)
         )
         for row in rows
     ]

@@ -31,7 +31,7 @@ if (
     and os.environ.get("LOOPWARDEN_REQUIRE_CREWAI") != "1"
 ):
     pytest.skip(
-        "crewai not installed (it has its own environment: pip install 'loopwarden[crewai]')",
+        "crewai not installed (it has its own environment: pip install '.[crewai]')",
         allow_module_level=True,
     )
 require_module("crewai", "crewai")

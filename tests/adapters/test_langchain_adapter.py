@@ -273,7 +273,7 @@ def test_async_invoke_awaits_the_guard_and_never_calls_it_synchronously() -> Non
 def test_loop_surviving_summarisation_aborts_with_compaction_loop_persisted(
     guard_first: bool,
 ) -> None:
-    # Detectors off (enabled absent): only the post-compaction guard acts (SPEC §1.3).
+    # Detectors off (enabled absent): only the post-compaction guard acts.
     window, trigger = 3, 8
     guard = LoopGuard({"postCompactionGuard": {"windowSize": window}})
     events = events_of(guard)

@@ -39,7 +39,7 @@ RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes one to three secon
 
 # What loopwarden's messages say (patterns.py / compaction.py): the tests look for these
 # phrases in what the model saw, not for the whole text, so wording around them may change.
-BLOCKED = "so the call was blocked"
+BLOCKED = "This is a loop, so the"  # "... call was blocked" or, at a stop, "... run was stopped"
 WARNED = "WARNING: You have called Bash"
 COMPACTION_STOP = "after auto-compaction"
 # How Codex itself words a PreToolUse deny in the call's output.

@@ -38,7 +38,7 @@ RUN_TIMEOUT = 120  # seconds per CLI run; a healthy run takes a few seconds
 
 # What loopwarden's messages say (patterns.py): the tests look for these phrases in what the
 # model saw, not for the whole text, so the wording around them may change.
-BLOCKED = "so the call was blocked"
+BLOCKED = "This is a loop, so the"  # "... call was blocked" or, at a stop, "... run was stopped"
 WARNED = "WARNING: You have called run_shell_command"
 # How Gemini CLI 0.61 hands a BeforeTool deny to the model: the call's result is
 # {"error": "Tool execution blocked: <reason>"}.

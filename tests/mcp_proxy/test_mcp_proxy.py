@@ -249,7 +249,7 @@ def test_identical_polls_warn_at_thresholds_then_block_without_reaching_the_serv
             results = [await session.call_tool("poll", {"job": secret}) for _ in range(calls)]
             echoed = await session.call_tool("echo", {"text": "still fine"})
 
-        # SPEC §5/§6: before call k the history holds k-1 identical calls with identical
+        # Through the guard: before call k the history holds k-1 identical calls with identical
         # results. generic_repeat warns once per warningThreshold bucket (k-1 = 3, 6) and
         # blocks once the no-progress streak reaches criticalThreshold (k-1 >= 8).
         for k, result in enumerate(results, start=1):
@@ -365,7 +365,7 @@ def test_compaction_meta_arms_the_post_compaction_guard_and_stops_the_run(
     events_path = tmp_path / "events.jsonl"
 
     async def body() -> None:
-        # Thresholds high enough that only the post-compaction guard (SPEC §7) can act.
+        # Thresholds high enough that only the post-compaction guard can act.
         argv = proxy_argv("--set=warningThreshold=50", "--events", str(events_path))
         async with connect(argv, env_for(counter)) as session:
             meta = {"loopwarden/runId": "turn-1"}

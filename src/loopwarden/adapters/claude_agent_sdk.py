@@ -1,6 +1,7 @@
 """Claude Agent SDK adapter: ``guard_options(options, guard)`` adds loop protection to a query.
 
-Requires the ``claude-agent-sdk`` extra (``pip install 'loopwarden[claude-agent-sdk]'``)::
+Requires the ``claude-agent-sdk`` extra (from the repository's root:
+``pip install '.[claude-agent-sdk]'``)::
 
     from claude_agent_sdk import ClaudeAgentOptions, query
     from loopwarden import LoopGuard
@@ -57,7 +58,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "loopwarden.adapters.claude_agent_sdk needs the Claude Agent SDK: "
-        "pip install 'loopwarden[claude-agent-sdk]'"
+        "pip install '.[claude-agent-sdk]' from loopwarden's repository root"
     ) from exc
 
 if TYPE_CHECKING:

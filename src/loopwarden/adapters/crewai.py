@@ -1,7 +1,8 @@
 """CrewAI adapter: ``guard_crew(crew, guard)`` runs a crew's tool calls through a loop guard.
 
-Requires the ``crewai`` extra (``pip install 'loopwarden[crewai]'``; it cannot share an
-environment with the ``openai-agents`` and ``google-adk`` extras, see docs/integrations.md)::
+Requires the ``crewai`` extra (from the repository's root: ``pip install '.[crewai]'``; it
+cannot share an environment with the ``openai-agents`` and ``google-adk`` extras, see
+docs/integrations.md)::
 
     from crewai import Crew
     from loopwarden import LoopGuard
@@ -46,7 +47,8 @@ try:
     from crewai.hooks.dispatch import HookAborted, InterceptionPoint, register
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "loopwarden.adapters.crewai needs CrewAI: pip install 'loopwarden[crewai]'"
+        "loopwarden.adapters.crewai needs CrewAI: "
+        "pip install '.[crewai]' from loopwarden's repository root"
     ) from exc
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Google ADK adapter: ``LoopGuardPlugin``, a Runner plugin that guards every tool call.
 
-Requires the ``google-adk`` extra (``pip install 'loopwarden[google-adk]'``)::
+Requires the ``google-adk`` extra (from the repository's root: ``pip install '.[google-adk]'``)::
 
     from google.adk.runners import InMemoryRunner
     from loopwarden import LoopGuard
@@ -54,7 +54,8 @@ try:
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "loopwarden.adapters.google_adk needs Google ADK: pip install 'loopwarden[google-adk]'"
+        "loopwarden.adapters.google_adk needs Google ADK: "
+        "pip install '.[google-adk]' from loopwarden's repository root"
     ) from exc
 
 if TYPE_CHECKING:

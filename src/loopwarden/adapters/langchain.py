@@ -1,6 +1,6 @@
 """LangChain v1 adapter: ``LoopGuardMiddleware`` for ``create_agent(..., middleware=[...])``.
 
-Requires the ``langchain`` extra (``pip install 'loopwarden[langchain]'``)::
+Requires the ``langchain`` extra (from the repository's root: ``pip install '.[langchain]'``)::
 
     from langchain.agents import create_agent
     from loopwarden import LoopGuard
@@ -56,7 +56,8 @@ try:
     from typing_extensions import NotRequired
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "loopwarden.adapters.langchain needs LangChain v1: pip install 'loopwarden[langchain]'"
+        "loopwarden.adapters.langchain needs LangChain v1: "
+        "pip install '.[langchain]' from loopwarden's repository root"
     ) from exc
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
 """OpenAI Agents SDK adapter: ``guard_agent(agent, guard)`` returns a loop-guarded agent.
 
-Requires the ``openai-agents`` extra (``pip install 'loopwarden[openai-agents]'``)::
+Requires the ``openai-agents`` extra (from the repository's root:
+``pip install '.[openai-agents]'``)::
 
     from agents import Agent, Runner
     from loopwarden import LoopGuard
@@ -90,7 +91,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "loopwarden.adapters.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'loopwarden[openai-agents]'"
+        "pip install '.[openai-agents]' from loopwarden's repository root"
     ) from exc
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """PydanticAI adapter: ``LoopGuardCapability``, an agent capability that guards every tool call.
 
-Requires the ``pydantic-ai`` extra (``pip install 'loopwarden[pydantic-ai]'``)::
+Requires the ``pydantic-ai`` extra (from the repository's root: ``pip install '.[pydantic-ai]'``)::
 
     from pydantic_ai import Agent
     from loopwarden import LoopGuard
@@ -70,7 +70,8 @@ try:
     from pydantic_ai.tools import RunContext, ToolDefinition
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "loopwarden.adapters.pydantic_ai needs PydanticAI: pip install 'loopwarden[pydantic-ai]'"
+        "loopwarden.adapters.pydantic_ai needs PydanticAI: "
+        "pip install '.[pydantic-ai]' from loopwarden's repository root"
     ) from exc
 
 if TYPE_CHECKING:

@@ -9,18 +9,22 @@ the run is over: the remaining calls are not replayed, only counted.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden.core.patterns import as_stop_message
 from loopwarden.guard import record_message
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
-RUN_ID = "replay"
+if TYPE_CHECKING:
+    from loopwarden.records import RunRecorder
 
 # Per-call timeline codes, in rising severity: what the HTML timeline colours.
 OK, WARNED, WARNING_QUIET, BLOCKED, STOPPED, NOT_RUN = "o", "w", "v", "b", "s", "x"
@@ -66,6 +70,12 @@ class TrajectoryReport:
     timeline: list[str] = field(default_factory=list)  # one code per call (OK, WARNED...)
     marks: list[Mark] = field(default_factory=list)
     compactions: int = 0
+    # Where each compaction fell: the number of calls before it (the HTML strip marks it).
+    compaction_at: list[int] = field(default_factory=list)
+    # The arguments of the first warned, blocked and stopped call, shortened and with secret-
+    # looking values masked, by call index: only the HTML report shows them (a local page of
+    # the user's own transcripts, so that the reader sees what repeated); never the JSON.
+    previews: dict[int, str] = field(default_factory=dict)
     orphan_results: int = 0
     # The indices of the calls that would not have run under the guard: the blocked ones, the
     # one a stop refused, and every call recorded after the run was stopped. Unlike
@@ -164,23 +174,48 @@ class TrajectoryReport:
         }
 
 
+def worst_first(reports: list[TrajectoryReport]) -> list[TrajectoryReport]:
+    """The reports as every report lists them: stopped runs, then blocked, then warned, then
+    the rest; within each, the most calls saved first; otherwise in input order (stable)."""
+    return sorted(reports, key=_severity)
+
+
+def _severity(report: TrajectoryReport) -> tuple[int, int]:
+    if report.stopped:
+        rank = 0
+    elif report.blocks:
+        rank = 1
+    else:
+        rank = 2 if report.events else 3
+    return rank, -report.calls_saved
+
+
 def _with_message(mark: Mark | None) -> dict[str, Any] | None:
     return None if mark is None else {**mark.where(), "message": mark.message}
 
 
 class Replayer:
-    """Replays trajectories through one guard, each in its own session and run."""
+    """Replays trajectories through one guard, each in its own session and run.
 
-    def __init__(self, guard: LoopGuard) -> None:
+    With a ``recorder``, each run is written to the run records under the trajectory's own id
+    (what ``loopwarden runs show ID`` looks up), each loop event with its call number.
+    """
+
+    def __init__(self, guard: LoopGuard, recorder: RunRecorder | None = None) -> None:
         self.guard = guard
         self._sessions = 0
+        self._call = 0  # the number of the call being replayed, counting from 1
+        if recorder is not None:
+            guard.recorder = recorder  # the run starts and ends
+            guard.subscribe(lambda event: recorder.record_event(replace(event, call=self._call)))
 
     def replay(self, trajectory: Trajectory) -> TrajectoryReport:
         """Replay one trajectory and report what the guard did."""
         self._sessions += 1
-        # The trajectory's id names its session (what `loopwarden runs` lists with --record);
-        # the counter keeps two trajectories with one id apart.
-        session = f"{trajectory.id}#{self._sessions}"
+        # One session per trajectory, so that none inherits another's history: named after
+        # the file and the trajectory's place in it; the run is named by the trajectory's id.
+        session = f"{trajectory.source}#{self._sessions}"
+        run_id = trajectory.id
         report = TrajectoryReport(
             id=trajectory.id,
             source=trajectory.source,
@@ -188,14 +223,15 @@ class Replayer:
             orphan_results=trajectory.orphan_results,
             succeeded=trajectory.succeeded,
         )
-        self.guard.start_run(session, RUN_ID)
+        self.guard.start_run(session, run_id)
         stopped = False
         cost = _Cost()
         for item in trajectory.items:
             if isinstance(item, Compaction):
                 if not stopped:
                     report.compactions += 1
-                    self.guard.on_compaction_retry(session, run_id=RUN_ID)
+                    report.compaction_at.append(len(report.tools))
+                    self.guard.on_compaction_retry(session, run_id=run_id)
                 continue
             report.tools.append(item.tool)
             cost.add(item, stopped and not item.refused)
@@ -205,20 +241,25 @@ class Replayer:
                     report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
-            stopped = self._call(session, item, report)
+            stopped = self._replay_call((session, run_id), item, report)
             if stopped:
                 cost.stopped_at = item.at
-        self.guard.end_run(session, RUN_ID)
+        self.guard.end_run(session, run_id)
         cost.fill(report)
         return report
 
-    def _call(self, session: str, call: ToolCall, report: TrajectoryReport) -> bool:
-        """Replay one call; True when the guard stopped the run after it."""
+    def _replay_call(
+        self, where: tuple[str, str], call: ToolCall, report: TrajectoryReport
+    ) -> bool:
+        """Replay one call of (session, run); True when the guard stopped the run after it."""
+        session, run_id = where
         index = len(report.tools) - 1
+        self._call = index + 1
         before = self.guard.before_tool_call(
-            session, call.tool, call.params, run_id=RUN_ID, tool_call_id=call.tool_call_id
+            session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
         )
         _note(report, index, call.tool, before)
+        _preview(report, index, call, before.action)
         if before.action in ("block", "stop") and not call.refused:
             report.saved.append(index)  # this call would not have run (and it did)
         if before.action == "stop":
@@ -235,12 +276,13 @@ class Replayer:
             call.params,
             result=result,
             error=error,
-            run_id=RUN_ID,
+            run_id=run_id,
             tool_call_id=call.tool_call_id,
             # A recorded error next to a result marks the call as failed.
             failed=True if call.error is not None else None,
         )
         _note(report, index, call.tool, after)
+        _preview(report, index, call, after.action)
         return after.action == "stop"
 
 
@@ -289,7 +331,9 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
             str(error.detector),
             int(error.count),
             # A report is a record: an unknown tool name copied from an error is withheld.
-            record_message(verdict, tool) if verdict is not None else str(decision.message or ""),
+            as_stop_message(record_message(verdict, tool))
+            if verdict is not None
+            else str(decision.message or ""),
         )
         code = STOPPED
     elif verdict is not None and verdict.stuck and action in ("warn", "block", "allow"):
@@ -308,6 +352,39 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
     report.marks.append(mark)
     if _SEVERITY[code] > _SEVERITY[report.timeline[index]]:
         report.timeline[index] = code
+
+
+PREVIEW_CHARS = 80
+_SECRET_KEY = re.compile(r"pass|secret|token|api.?key|auth|credential|cookie|private", re.I)
+
+
+def _preview(report: TrajectoryReport, index: int, call: ToolCall, action: str) -> None:
+    """Keep the arguments of the run's first warned, blocked and stopped call."""
+    if action not in ("warn", "block", "stop") or index in report.previews:
+        return
+    if any(mark.action == action and mark.index < index for mark in report.marks):
+        return  # not the first of its kind
+    report.previews[index] = args_preview(call.params)
+
+
+def args_preview(params: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A call's arguments in one line of at most ``limit`` characters: compact JSON, values
+    under secret-looking keys (password, token, api_key...) masked, the rest cut with "…"."""
+    text = json.dumps(_masked(params), ensure_ascii=False, default=str, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _masked(value: Any, depth: int = 0) -> Any:
+    if depth > 20:
+        return "…"
+    if isinstance(value, dict):
+        return {
+            str(key): "•••" if _SECRET_KEY.search(str(key)) else _masked(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_masked(item, depth + 1) for item in value[:20]]
+    return value
 
 
 @contextmanager

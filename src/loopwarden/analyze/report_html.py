@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from html import escape as html_escape
 from typing import Any, TextIO
 
@@ -27,8 +28,9 @@ from loopwarden.analyze.replay import (
     WARNING_QUIET,
     Mark,
     TrajectoryReport,
+    worst_first,
 )
-from loopwarden.analyze.report_text import duration
+from loopwarden.analyze.report_text import duration, skipped_text
 from loopwarden.analyze.runner import Analysis, Totals
 from loopwarden.analyze.sweep import Variant, sweep_row
 from loopwarden.core.config import ResolvedConfig
@@ -78,7 +80,29 @@ tr.changed td{font-weight:600}
 .c.block{background-color:rgb(207,34,46)}
 .c.stop{background-color:rgb(110,20,140)}
 .c.notrun{background-color:rgb(200,200,200)}
-body.only-loops .traj:not(.has-loop){display:none}
+main.only-loops .traj:not(.has-loop){display:none}
+i.cmp{display:inline-block;width:4px;height:18px;
+  background:repeating-linear-gradient(#1d1d1f 0 3px,transparent 3px 5px)}
+.args{margin:.3rem 0 0;font-size:.85rem}
+.args code,#about code{font:12px/1.4 ui-monospace,monospace;background:#f4f4f5;padding:0 .25rem;
+  border-radius:3px;white-space:pre-wrap;word-break:break-all}
+#about{display:grid;grid-template-columns:max-content 1fr;gap:.15rem .8rem;margin:.4rem 0 1rem;
+  font-size:.9rem}
+#about dt{font-size:.9rem}
+#about dd{margin:0;font-size:.9rem;font-weight:400;min-width:0;overflow-wrap:anywhere}
+.scroll{max-width:100%;overflow-x:auto}
+td:first-child{overflow-wrap:anywhere}
+#sweep td:nth-child(2),#sweep th:nth-child(2){text-align:left}
+#sweep td:first-child{white-space:nowrap}
+.warnings{color:#8a5a00}
+@media (max-width:600px){
+  body{margin:.6rem}
+  #summary div,#cost div{min-width:5.5rem;padding:.4rem .5rem}
+  #about{grid-template-columns:1fr}
+  #about dt{margin-top:.3rem}
+  table{font-size:.75rem}
+  th,td{padding:.15rem .3rem}
+}
 .why{margin:.3rem 0 0;font-size:.85rem;color:#333}
 .why b.block,.why b.stop{color:rgb(207,34,46)}
 .why b.warn{color:rgb(150,100,0)}
@@ -93,16 +117,31 @@ svg text{font:12px system-ui,sans-serif}
 
 _JS = """
 document.getElementById('only-loops').addEventListener('change', function (e) {
-  document.body.classList.toggle('only-loops', e.target.checked);
+  document.querySelector('main').classList.toggle('only-loops', e.target.checked);
   var shown = document.querySelectorAll(e.target.checked ? '.traj.has-loop' : '.traj').length;
   document.getElementById('shown').textContent = shown;
 });
 """
 
 
-def write_html(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
+@dataclass(frozen=True, slots=True)
+class PageContext:
+    """What the page's header says was analysed, and how: the inputs as given, the command
+    line, and when (UTC)."""
+
+    inputs: tuple[str, ...] = ()
+    command: str = ""
+    when: str = ""
+
+
+def write_html(
+    analysis: Analysis,
+    notices: Sequence[str],
+    out: TextIO,
+    context: PageContext | None = None,
+) -> None:
     """Write the whole page."""
-    for chunk in _page(analysis, analysis.reports[0], notices):
+    for chunk in _page(analysis, analysis.reports[0], notices, context or PageContext()):
         out.write(chunk)
 
 
@@ -114,42 +153,81 @@ def _head(title: str) -> str:
 
 
 def _page(
-    analysis: Analysis, reports: Sequence[TrajectoryReport], notices: Sequence[str]
+    analysis: Analysis,
+    reports: Sequence[TrajectoryReport],
+    notices: Sequence[str],
+    context: PageContext,
 ) -> Iterator[str]:
     totals = analysis.totals[0]
     yield _head(f"loopwarden analyze: {plural(totals.trajectories, 'trajectory')}")
-    yield (
-        f"<h1>loopwarden analyze</h1><p class='meta'>loopwarden {escape(__version__)} · "
-        f"{plural(analysis.files, 'file')} · {plural(totals.trajectories, 'trajectory')} · "
-        f"{plural(totals.calls, 'tool call')}</p>\n"
-    )
+    yield "<h1>loopwarden analyze</h1>\n"
+    yield _about(analysis, context)
     for notice in notices:
         yield f"<p class='notice'>note: {escape(notice)}</p>\n"
+    yield from _problems(analysis)
     yield _summary(totals.as_dict())
     yield _cost(totals)
     yield _breakdowns(reports)
-    yield _settings(analysis.configs[0])
+    loops = sum(1 for report in reports if report.events)
     yield "<h2 class='part'>Trajectories, loops first</h2>\n"
     yield _legend()
+    # With loops to show, the page opens on them; the box shows the quiet runs too.
+    checked = " checked" if loops else ""
     yield (
-        "<p class='filter'><label><input type='checkbox' id='only-loops'> show only "
-        f"trajectories with loops</label> · showing <span id='shown'>{len(reports)}</span></p>"
-        "\n<main>\n"
+        f"<p class='filter'><label><input type='checkbox' id='only-loops'{checked}> show only "
+        f"trajectories with loops ({loops})</label> · showing <span id='shown'>"
+        f"{loops or len(reports)}</span> of {len(reports)}</p>\n"
+        f"<main{' class=only-loops' if loops else ''}>\n"
     )
-    for report in sorted(reports, key=_loops_first):
+    for report in worst_first(list(reports)):
         yield _trajectory(report)
     yield "</main>\n"
-    yield from _problems(analysis)
+    yield _settings(analysis.configs[0])
     yield f"<script>{_JS}</script>\n</body></html>\n"
 
 
-def _loops_first(report: TrajectoryReport) -> int:
-    """Stopped runs first, then blocked, then warned, then the rest (a stable sort)."""
-    if report.stopped:
-        return 0
-    if report.blocks:
-        return 1
-    return 2 if report.events else 3
+def _about(analysis: Analysis, context: PageContext, swept: Sequence[str] = ()) -> str:
+    """The header: what was analysed (inputs, how many), with what (command, settings,
+    version) and when."""
+    totals = analysis.totals[0]
+    config = analysis.configs[0]
+    read = (
+        f"{plural(analysis.files, 'file')} · {plural(totals.trajectories, 'trajectory')} · "
+        f"{plural(totals.calls, 'tool call')}"
+    )
+    rows = [("inputs", " ".join(f"<code>{escape(path)}</code>" for path in context.inputs))]
+    rows.append(("read", escape(read)))
+    if context.command:
+        rows.append(("command", f"<code>{escape(context.command)}</code>"))
+    settings = _settings_line(config, skip=swept)
+    if swept:
+        settings += "; swept: " + ", ".join(swept)
+    rows.append(("settings", escape(settings)))
+    rows.append(("loopwarden", escape(__version__)))
+    if context.when:
+        rows.append(("when", escape(context.when)))
+    body = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in rows if value)
+    return f"<dl id='about'>{body}</dl>\n"
+
+
+def _settings_line(config: ResolvedConfig, skip: Sequence[str] = ()) -> str:
+    """The settings in one line: the profile, the switch, what differs from the defaults
+    (but the keys in ``skip``)."""
+    enabled = {
+        True: "detectors on",
+        False: "everything off",
+        None: "only the post-compaction guard",
+    }
+    defaults = dict(_flat(ResolvedConfig().to_camel()))
+    changed = [
+        f"{key}={json.dumps(value)}"
+        for key, value in _flat(config.to_camel())
+        if key not in ("enabled", "profile", *skip) and defaults.get(key, value) != value
+    ]
+    line = f"profile {config.profile}, {enabled[config.enabled]}"
+    if config.profile == "openclaw" and changed:
+        line += "; changed: " + ", ".join(changed)
+    return line
 
 
 _SUMMARY = (
@@ -240,11 +318,12 @@ def _breakdowns(reports: Sequence[TrajectoryReport]) -> str:
         for tool in looping
     )
     return (
-        "<h2 class='part'>Where the loops are</h2><div class='tables'>"
+        "<h2 class='part'>Where the loops are</h2><div class='tables'><div class='scroll'>"
         "<table id='by-detector'><tr><th>detector</th><th>trajectories</th><th>warnings</th>"
-        f"<th>blocks</th><th>stops</th></tr>{detector_rows}</table>"
-        "<table id='by-tool'><tr><th>tool</th><th>calls</th><th>warnings</th><th>blocks</th>"
-        f"<th>stops</th><th>calls saved</th></tr>{tool_rows}</table></div>\n"
+        f"<th>blocks</th><th>stops</th></tr>{detector_rows}</table></div>"
+        "<div class='scroll'><table id='by-tool'><tr><th>tool</th><th>calls</th>"
+        "<th>warnings</th><th>blocks</th>"
+        f"<th>stops</th><th>calls saved</th></tr>{tool_rows}</table></div></div>\n"
     )
 
 
@@ -270,8 +349,9 @@ def _settings(config: ResolvedConfig) -> str:
             "</tr>"
         )
     return (
-        "<h2 class='part'>Settings that ran</h2><table id='settings'><tr><th>setting</th>"
-        f"<th>value</th><th>OpenClaw default</th></tr>{''.join(rows)}</table>\n"
+        "<h2 class='part'>Settings that ran</h2><div class='scroll'><table id='settings'><tr>"
+        f"<th>setting</th><th>value</th><th>OpenClaw default</th></tr>{''.join(rows)}</table>"
+        "</div>\n"
     )
 
 
@@ -282,6 +362,7 @@ def _legend() -> str:
     items = " ".join(
         f"<span class='c {css}'></span> {escape(label)}" for css, label in seen.items()
     )
+    items += " <i class='cmp'></i> context compacted"
     return f"<p class='legend'>{items}</p>\n"
 
 
@@ -290,10 +371,11 @@ def _trajectory(report: TrajectoryReport) -> str:
     by_index: dict[int, list[Mark]] = {}
     for mark in report.marks:
         by_index.setdefault(mark.index, []).append(mark)
+    compacted = Counter(report.compaction_at)
     cells = "".join(
-        _cell(index, tool, code, by_index.get(index, ()))
+        _compaction_marks(compacted[index]) + _cell(index, tool, code, by_index.get(index, ()))
         for index, (tool, code) in enumerate(zip(report.tools, report.timeline, strict=True))
-    )
+    ) + _compaction_marks(compacted[report.calls])
     info = (
         f"{escape(report.format)} · {plural(report.calls, 'call')} · "
         f"{plural(report.warnings, 'warning')} · "
@@ -304,7 +386,24 @@ def _trajectory(report: TrajectoryReport) -> str:
     return (
         f"<section class='{css}' data-id='{escape(report.id, quote=True)}'>"
         f"<h3>{escape(report.id)}</h3><div class='info'>{info}</div>"
-        f"<div class='timeline'>{cells}</div>{_why(report)}</section>\n"
+        f"<div class='timeline'>{cells}</div>{_args(report)}{_why(report)}</section>\n"
+    )
+
+
+def _compaction_marks(count: int) -> str:
+    title = "context compacted here: the post-compaction guard watches the next calls"
+    return f"<i class='cmp' title='{title}'></i>" * count  # not a span: cells are spans
+
+
+def _args(report: TrajectoryReport) -> str:
+    """The looping call as it was made (its arguments shortened): the first block or stop,
+    else the first warning."""
+    mark = report.first_block_or_stop or report.first_warning
+    if mark is None or mark.index not in report.previews:
+        return ""
+    return (
+        f"<p class='args'>the repeated call (call {mark.index + 1}): "
+        f"<code>{escape(mark.tool)} {escape(report.previews[mark.index])}</code></p>"
     )
 
 
@@ -334,12 +433,27 @@ def _cell(index: int, tool: str, code: str, marks: Sequence[Mark]) -> str:
 
 
 def _problems(analysis: Analysis) -> Iterator[str]:
+    """What could not be read, was read only in part, or was not a transcript: near the top,
+    before any figure that leaves them out."""
     if analysis.errors:
-        yield "<h2 class='errors part'>Input errors</h2><ul class='errors'>"
+        yield (
+            f"<h2 class='errors part'>{plural(len(analysis.errors), 'input error')} (left out "
+            "of the figures below)</h2><ul id='errors' class='errors'>"
+        )
         yield "".join(f"<li>{escape(line)}</li>" for line in analysis.errors)
         yield "</ul>\n"
+    if analysis.warnings:
+        yield (
+            "<h2 class='warnings part'>Read in part (what was readable is included)</h2>"
+            "<ul id='warnings' class='warnings'>"
+        )
+        yield "".join(f"<li>{escape(line)}</li>" for line in analysis.warnings)
+        yield "</ul>\n"
     if analysis.skipped:
-        yield "<h2 class='part'>Skipped (not transcripts)</h2><ul>"
+        yield (
+            f"<h2 class='part'>{escape(skipped_text(len(analysis.skipped)).capitalize())}</h2>"
+            "<ul id='skipped'>"
+        )
         yield "".join(f"<li>{escape(line)}</li>" for line in analysis.skipped)
         yield "</ul>\n"
 
@@ -349,7 +463,11 @@ def _problems(analysis: Analysis) -> Iterator[str]:
 
 
 def write_sweep_html(
-    analysis: Analysis, variants: Sequence[Variant], notices: Sequence[str], out: TextIO
+    analysis: Analysis,
+    variants: Sequence[Variant],
+    notices: Sequence[str],
+    out: TextIO,
+    context: PageContext | None = None,
 ) -> None:
     """A sweep: one row per setting, and a plot of what each saves against what it blocks."""
     rows = [
@@ -358,16 +476,14 @@ def write_sweep_html(
     ]
     labelled = any(totals.succeeded for totals in analysis.totals)
     out.write(_head("loopwarden analyze --sweep"))
-    out.write(
-        f"<h1>loopwarden analyze: a sweep of {plural(len(rows), 'setting')}</h1>"
-        f"<p class='meta'>loopwarden {escape(__version__)} · {plural(analysis.files, 'file')} · "
-        f"{plural(analysis.totals[0].trajectories, 'trajectory')}</p>\n"
-    )
+    out.write(f"<h1>loopwarden analyze: a sweep of {plural(len(rows), 'setting')}</h1>\n")
+    swept = [key.removeprefix("tools.loopDetection.") for key, _ in variants[0].settings]
+    out.write(_about(analysis, context or PageContext(), swept))
     for notice in notices:
         out.write(f"<p class='notice'>note: {escape(notice)}</p>\n")
+    out.write("".join(_problems(analysis)))
     out.write(_sweep_plot(variants, analysis.totals, labelled))
     out.write(_sweep_table(variants, rows, analysis.totals))
-    out.write("".join(_problems(analysis)))
     out.write("</body></html>\n")
 
 
@@ -384,19 +500,21 @@ def _cost_of(totals: Totals, labelled: bool) -> int:
     return totals.succeeded_blocked if labelled else totals.with_block_or_stop
 
 
+_PLOT = {"width": 640, "left": 60, "right": 30, "top": 24, "bottom": 50, "height": 340}
+_LABEL_CHAR, _LABEL_LINE = 7.5, 15  # px per character of a 12px label, and per line
+
+
 def _sweep_plot(variants: Sequence[Variant], totals: Sequence[Totals], labelled: bool) -> str:
     """An inline SVG: x = runs blocked (that succeeded, when the transcripts say), y = calls
-    saved; one labelled point per setting."""
+    saved; one point per outcome, labelled with the numbers of the settings that gave it (the
+    table below names them), the labels placed so that none overlaps another or the edge."""
     xs = [_cost_of(t, labelled) for t in totals]
     ys = [t.calls_saved for t in totals]
-    # Settings that give the same point share it: their labels are stacked, not overprinted.
-    points: dict[tuple[int, int], list[str]] = {}
-    for variant, x, y in zip(variants, xs, ys, strict=True):
-        points.setdefault((x, y), []).append(", ".join(f"{k}={v}" for k, v in variant.settings))
-    stack = max(len(labels) for labels in points.values())
-    width, left, bottom, right = 720, 70, 50, 220
-    top = 24 + 14 * (stack - 1)  # room for the highest point's labels
-    height = 330 + top
+    points: dict[tuple[int, int], list[int]] = {}
+    for number, (x, y) in enumerate(zip(xs, ys, strict=True), start=1):
+        points.setdefault((x, y), []).append(number)
+    width, height = _PLOT["width"], _PLOT["height"]
+    left, right, top, bottom = _PLOT["left"], _PLOT["right"], _PLOT["top"], _PLOT["bottom"]
     x_max, y_max = max(max(xs), 1), max(max(ys), 1)
 
     def px(x: float) -> float:
@@ -408,56 +526,99 @@ def _sweep_plot(variants: Sequence[Variant], totals: Sequence[Totals], labelled:
     x_title = (
         "runs that succeeded but would have been blocked or stopped"
         if labelled
-        else "runs that would have been blocked or stopped (no success labels in the input)"
+        else "runs that would have been blocked or stopped"
     )
     parts = [
         f"<svg id='sweep-plot' role='img' width='{width}' height='{height}' "
-        f"viewBox='0 0 {width} {height}' xmlns='http://www.w3.org/2000/svg'>",
+        f"viewBox='0 0 {width} {height}' style='max-width:100%;height:auto' "
+        "xmlns='http://www.w3.org/2000/svg'>",
         f"<line x1='{left}' y1='{py(0)}' x2='{width - right}' y2='{py(0)}' stroke='#555'/>",
         f"<line x1='{left}' y1='{py(0)}' x2='{left}' y2='{top}' stroke='#555'/>",
         f"<text x='{left}' y='{height - 12}'>{escape(x_title)} →</text>",
-        f"<text x='12' y='{top + 10}' transform='rotate(-90 12 {top + 10})' "
+        f"<text x='14' y='{top}' transform='rotate(-90 14 {top})' "
         "text-anchor='end'>calls saved →</text>",
     ]
     for tick in sorted({0, x_max // 2, x_max}):
         parts.append(f"<text x='{px(tick)}' y='{py(0) + 16}' text-anchor='middle'>{tick}</text>")
     for tick in sorted({0, y_max // 2, y_max}):
         parts.append(f"<text x='{left - 8}' y='{py(tick) + 4}' text-anchor='end'>{tick}</text>")
-    for (x, y), labels in points.items():
-        texts = "".join(
-            f"<text x='{px(x) + 8:.1f}' y='{py(y) - 6 - 14 * (len(labels) - 1 - n):.1f}'>"
-            f"{escape(label)}</text>"
-            for n, label in enumerate(labels)
+    centres = [(px(x), py(y)) for x, y in points]
+    placed: list[tuple[float, float, float, float]] = []
+    for ((x, y), numbers), (cx, cy) in zip(points.items(), centres, strict=True):
+        text = ", ".join(f"#{n}" for n in numbers)
+        box = _label_box(text, (cx, cy), placed, centres)
+        placed.append(box)
+        names = escape(
+            " | ".join(", ".join(f"{k}={v}" for k, v in variants[n - 1].settings) for n in numbers)
         )
-        names = escape(" | ".join(labels))
         parts.append(
-            f"<g class='point' data-settings='{names}' data-count='{len(labels)}'>"
-            f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='5' fill='rgb(207,34,46)'><title>"
-            f"{names}: {y} calls saved, {x} blocked</title></circle>{texts}</g>"
+            f"<g class='point' data-settings='{names}' data-count='{len(numbers)}'>"
+            f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='5' fill='rgb(207,34,46)'><title>"
+            f"{names}: {y} calls saved, {x} blocked</title></circle>"
+            f"<text class='label' x='{box[0]:.1f}' y='{box[3] - 4:.1f}'>{escape(text)}</text></g>"
         )
     parts.append("</svg>")
+    what = "fewer runs that succeeded blocked" if labelled else "fewer runs blocked"
+    caveat = (
+        ""
+        if labelled
+        else " These transcripts do not say which runs succeeded: a blocked run may be a loop "
+        "worth stopping or a good run cut short."
+    )
     return (
         "<h2 class='part'>What each setting saves against what it blocks</h2>"
-        "<p class='meta'>Up and to the left is better: more calls saved, fewer good runs "
-        "blocked.</p>" + "".join(parts) + "\n"
+        f"<p class='meta' id='sweep-caption'>Up and to the left is better: more calls saved, "
+        f"{what}.{caveat} The numbers are the rows of the table below.</p>"
+        "<div class='scroll'>" + "".join(parts) + "</div>\n"
     )
+
+
+def _label_box(
+    text: str,
+    centre: tuple[float, float],
+    placed: Sequence[tuple[float, float, float, float]],
+    centres: Sequence[tuple[float, float]],
+) -> tuple[float, float, float, float]:
+    """Where a point's label goes: (x0, y0, x1, y1), right of the point (left of it near the
+    right edge), moved up or down until it overlaps no label placed before and no point."""
+    cx, cy = centre
+    wide = len(text) * _LABEL_CHAR
+    x0 = cx + 8 if cx + 8 + wide <= _PLOT["width"] - 2 else cx - 8 - wide
+    x0 = max(2.0, x0)
+    low, high = 2.0, _PLOT["height"] - _PLOT["bottom"] - 2.0
+    for step in range(60):
+        shift = (step + 1) // 2 * _LABEL_LINE * (1 if step % 2 else -1)
+        y0 = min(max(cy - 10 + shift, low), high - _LABEL_LINE)
+        box = (x0, y0, x0 + wide, y0 + _LABEL_LINE)
+        if not any(_overlap(box, other) for other in placed) and not any(
+            _overlap(box, (px - 5, py - 5, px + 5, py + 5)) for px, py in centres
+        ):
+            return box
+    return (x0, cy - 10, x0 + wide, cy - 10 + _LABEL_LINE)  # nowhere free: beside its point
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _sweep_table(
     variants: Sequence[Variant], rows: Sequence[dict[str, Any]], totals: Sequence[Totals]
 ) -> str:
-    body = []
+    body: list[str] = []
     for variant, row, total in zip(variants, rows, totals, strict=True):
         first = row["first_block_or_stop_call"]
         median = "—" if first is None else f"{first['median']:g}"
         body.append(
-            f"<tr><td>{escape(_setting_label(variant, row))}</td><td>{total.trajectories}</td>"
+            f"<tr><td>#{len(body) + 1}</td><td>{escape(_setting_label(variant, row))}</td>"
+            f"<td>{total.trajectories}</td>"
             f"<td>{total.with_warning}</td><td>{total.with_block_or_stop}</td>"
             f"<td>{total.succeeded_blocked} of {total.succeeded}</td><td>{median}</td>"
             f"<td>{total.calls_saved}</td></tr>"
         )
     return (
-        "<table id='sweep'><tr><th>setting</th><th>trajectories</th><th>warned</th>"
+        "<div class='scroll'><table id='sweep'><tr><th>#</th><th>setting</th>"
+        "<th>trajectories</th><th>warned</th>"
         "<th>blocked or stopped</th><th>blocked, of those that succeeded</th>"
-        f"<th>first block (median call)</th><th>calls saved</th></tr>{''.join(body)}</table>\n"
+        f"<th>first block (median call)</th><th>calls saved</th></tr>{''.join(body)}</table>"
+        "</div>\n"
     )

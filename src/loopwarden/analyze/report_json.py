@@ -1,8 +1,9 @@
 """``--output json`` and ``--output jsonl``: the machine-readable report (a stable contract).
 
 json: ``{"schema", "loopwarden", "config", "trajectories": [...], "summary", "notices",
-"errors", "skipped"}``. jsonl: one trajectory object per line, then one line holding ``summary``
-(with ``schema``, ``loopwarden``, ``config``, ``notices``, ``errors`` and ``skipped``). Every
+"errors", "warnings", "skipped"}``. jsonl: one trajectory object per line, then one line holding
+``summary`` (with ``schema``, ``loopwarden``, ``config``, ``notices``, ``errors``, ``warnings``
+and ``skipped``). Every
 field is described in docs/analyze-json.md, and docs/analyze-report.schema.json checks them.
 """
 
@@ -32,6 +33,7 @@ def _tail(analysis: Analysis, notices: Sequence[str]) -> dict[str, Any]:
     return {
         "notices": list(notices),
         "errors": list(analysis.errors),
+        "warnings": list(analysis.warnings),
         "skipped": list(analysis.skipped),
     }
 

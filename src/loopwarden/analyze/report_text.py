@@ -9,25 +9,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from loopwarden._console import PipeConsole
 from loopwarden._terminal import plural, printable
-from loopwarden.analyze.replay import Mark, TrajectoryReport
+from loopwarden.analyze.replay import Mark, TrajectoryReport, worst_first
 from loopwarden.analyze.runner import Analysis, Totals
 from loopwarden.analyze.sweep import Variant, sweep_row
 
-MAX_LISTED = 50  # loop trajectories detailed in the text report; json/html list them all
-
-
-class _Console(Console):
-    """A console that lets a closed pipe reach the CLI's entry point (rich exits with 1 itself)."""
-
-    def on_broken_pipe(self) -> None:
-        """Stop rendering and raise: ``loopwarden`` ends quietly, as on a closed pipe."""
-        self.quiet = True
-        raise BrokenPipeError
+MAX_LISTED = 50  # loop trajectories detailed in the text report (worst first); json/html: all
 
 
 def _console(out: TextIO) -> Console:
-    return _Console(file=out, highlight=False, width=None if out.isatty() else 100)
+    return PipeConsole(file=out, highlight=False, width=None if out.isatty() else 100)
 
 
 def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
@@ -46,7 +38,7 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     cost = cost_sentence(analysis.totals[0])
     if cost:
         console.print(cost, soft_wrap=True)
-    loops = [report for report in reports if report.events]
+    loops = worst_first([report for report in reports if report.events])
     if loops:
         console.print(f"\n[bold]Loops caught[/] ({plural(len(loops), 'trajectory')})")
         for report in loops[:MAX_LISTED]:
@@ -155,15 +147,20 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
 
 def _print_problems(console: Console, analysis: Analysis) -> None:
     if analysis.skipped:
-        console.print(
-            f"\n[dim]skipped {len(analysis.skipped)} file(s) that are not transcripts:[/]"
-        )
+        console.print(f"\n[dim]{skipped_text(len(analysis.skipped))}:[/]")
         for line in analysis.skipped:
             console.print(Text(f"  {printable(line)}", style="dim"), soft_wrap=True)
     if analysis.errors:  # each is printed once, on stderr, by the command
         console.print(
             f"\n[bold red]{plural(len(analysis.errors), 'input error')}[/] (listed on stderr)"
         )
+
+
+def skipped_text(count: int) -> str:
+    """ "skipped 1 file that is not a transcript", "skipped 2 files that are not transcripts"."""
+    if count == 1:
+        return "skipped 1 file that is not a transcript"
+    return f"skipped {count} files that are not transcripts"
 
 
 def write_sweep_text(

@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
+from loopwarden.records import RunRecorder
 from loopwarden.transcripts import (
+    EXPECTED,
     NotATranscript,
     Trajectory,
     TranscriptError,
@@ -30,6 +32,7 @@ class Source:
 
     path: str
     explicit: bool  # named on the command line (a non-transcript is then an error, not a skip)
+    name: str | None = None  # what reports call it, when not its path (stdin's copy: "-")
 
 
 @dataclass(slots=True)
@@ -153,27 +156,47 @@ def collect_sources(paths: Sequence[str]) -> tuple[list[Source], list[str]]:
     return sources, errors
 
 
+Fields = tuple[tuple[str, str], ...]
+"""``--field KEY=NAME`` pairs: the flat jsonl format's fields under other names."""
+
+
 def iter_source(
     source: Source,
     fmt: str,
     configs: Sequence[ResolvedConfig],
     status: FileResult,
     record: str | None = None,
+    fields: Fields = (),
 ) -> Iterator[list[TrajectoryReport]]:
     """Yield each trajectory's reports (one per config) as it is replayed; streams the file.
 
     When the file turns out unreadable part-way, the trajectories already yielded stay analysed
     and ``status.error`` says where it stopped; a non-transcript sets ``status.skipped`` (or an
     error, when the file was named explicitly). ``record``: a SQLite file that gets a run
-    record for each trajectory (one config only).
+    record for each trajectory (one config only); ``fields``: see :data:`Fields`.
     """
-    replayers = [Replayer(LoopGuard(config, record_db=record)) for config in configs]
+    # One writer per file, many rows per transaction (a replay is a bulk write).
+    recorder = RunRecorder(record, batch=500) if record is not None else None
+    replayers = [Replayer(LoopGuard(config), recorder) for config in configs]
     done = 0
+    # A forced format that reads no tool call at all read the wrong kind of file: its empty
+    # trajectories are held back until a call shows up, and dropped for an error if none does.
+    held: list[Trajectory] = []
+    forced = fmt != "auto" or bool(fields)
     try:
         with quiet_guard_logs():
-            for trajectory in _read(Path(source.path), fmt, status.warnings):
-                yield [replayer.replay(trajectory) for replayer in replayers]
-                done += 1
+            for trajectory in _read(Path(source.path), (fmt, fields), status.warnings):
+                if source.name is not None:
+                    trajectory.source = source.name
+                if forced and not done and not trajectory.calls:
+                    held.append(trajectory)
+                    continue
+                for pending in [*held, trajectory]:
+                    yield [replayer.replay(pending) for replayer in replayers]
+                    done += 1
+                held.clear()
+        if forced and not done:
+            status.error = _nothing_found(source.path, fmt, fields)
     except NotATranscript as exc:
         if source.explicit:
             status.error = str(exc)
@@ -187,18 +210,45 @@ def iter_source(
             f"{_partial(done)}; please report this with the file's format"
         )
     finally:
-        for replayer in replayers:
-            if replayer.guard.recorder is not None:
-                replayer.guard.recorder.close()
+        if recorder is not None:
+            recorder.close()
+        if source.name is not None:
+            _rename(status, source)
 
 
-def _read(path: Path, fmt: str, warnings: list[str]) -> Iterator[Trajectory]:
+def _nothing_found(path: str, fmt: str, fields: Fields) -> str:
+    if fields:
+        named = " ".join(f"--field {key}={name}" for key, name in fields)
+        return (
+            f"{path}: read as flat JSON lines with {named}, it holds no tool call; expected "
+            "one object per line with those fields"
+        )
+    return (
+        f"{path}: --format {fmt} found no tool call in this file; expected {EXPECTED[fmt]} "
+        "(or leave --format out to detect the format)"
+    )
+
+
+def _rename(status: FileResult, source: Source) -> None:
+    """Messages about a stand-in file (stdin's copy) under the name the user gave it."""
+    name = source.name or source.path
+
+    def renamed(text: str) -> str:
+        return text.replace(source.path, name)
+
+    status.error = None if status.error is None else renamed(status.error)
+    status.skipped = None if status.skipped is None else renamed(status.skipped)
+    status.warnings[:] = [renamed(line) for line in status.warnings]
+
+
+def _read(path: Path, how: tuple[str, Fields], warnings: list[str]) -> Iterator[Trajectory]:
     """The file's trajectories; what the reader skips without failing goes to ``warnings``.
 
     The collector is set only while the reader runs, not while the caller holds a trajectory:
     another file's reader may run in between (the reports are consumed lazily).
     """
-    trajectories = read_transcripts(path, fmt)
+    fmt, fields = how
+    trajectories = read_transcripts(path, fmt, dict(fields))
     while True:
         token = READ_WARNINGS.set(warnings)
         try:
@@ -217,15 +267,21 @@ def _partial(done: int) -> str:
 
 
 def analyze_source(
-    source: Source, fmt: str, configs: Sequence[ResolvedConfig], record: str | None = None
+    source: Source,
+    fmt: str,
+    configs: Sequence[ResolvedConfig],
+    record: str | None = None,
+    fields: Fields = (),
 ) -> FileResult:
     """Import one source and replay each trajectory under every config (a worker's job)."""
     result = FileResult(source=source.path)
-    result.reports = list(iter_source(source, fmt, configs, result, record))
+    result.reports = list(iter_source(source, fmt, configs, result, record, fields))
     return result
 
 
-def _analyze_star(task: tuple[Source, str, Sequence[ResolvedConfig], str | None]) -> FileResult:
+def _analyze_star(
+    task: tuple[Source, str, Sequence[ResolvedConfig], str | None, Fields],
+) -> FileResult:
     return analyze_source(*task)
 
 
@@ -239,19 +295,21 @@ def run_analysis(
     on_trajectory: Callable[[list[TrajectoryReport]], Any] | None = None,
     on_file: Callable[[FileResult], Any] | None = None,
     record: str | None = None,
+    fields: Fields = (),
 ) -> Analysis:
     """Analyse every source in order; the same calls and results whatever ``jobs`` is.
 
     ``keep`` picks the reports kept in memory (all by default); ``on_trajectory`` sees every
     trajectory's reports as they come (for streamed output), ``on_file`` each finished file;
-    ``record`` names a SQLite file that gets one run record per trajectory.
+    ``record`` names a SQLite file that gets one run record per trajectory; ``fields``
+    renames the flat jsonl format's fields.
     """
     analysis = Analysis(
         configs=list(configs),
         totals=[Totals() for _ in configs],
         reports=[[] for _ in configs],
     )
-    for status, per_trajectory in _results(sources, fmt, configs, jobs, record):
+    for status, per_trajectory in _results(sources, (fmt, fields), configs, jobs, record):
         for variants in per_trajectory:
             for variant, report in enumerate(variants):
                 analysis.totals[variant].add(report)
@@ -272,7 +330,7 @@ def run_analysis(
 
 def _results(
     sources: Sequence[Source],
-    fmt: str,
+    how: tuple[str, Fields],
     configs: Sequence[ResolvedConfig],
     jobs: int,
     record: str | None,
@@ -281,12 +339,13 @@ def _results(
 
     The status is complete only once the stream has been consumed.
     """
+    fmt, fields = how
     if jobs <= 1 or len(sources) <= 1:
         for source in sources:
             status = FileResult(source=source.path)
-            yield status, iter_source(source, fmt, configs, status, record)
+            yield status, iter_source(source, fmt, configs, status, record, fields)
         return
-    tasks = [(source, fmt, configs, record) for source in sources]
+    tasks = [(source, fmt, configs, record, fields) for source in sources]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         # map() yields in submission order, whatever order the workers finish in.
         chunks = max(1, len(tasks) // (jobs * 8))

@@ -10,7 +10,7 @@ from typing import Any
 
 from loopwarden import ConfigError
 from loopwarden.analyze.runner import Totals
-from loopwarden.cli._options import parse_override
+from loopwarden.core.config import parse_override
 
 
 @dataclass(frozen=True, slots=True)

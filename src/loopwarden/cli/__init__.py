@@ -103,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(commands) == 1 and args_list[0] not in subparsers.choices:
         parser = build_parser()  # a module named otherwise than its command: load them all
     args = parser.parse_args(args_list)
+    args.argv = args_list  # the command line as given (the HTML report's header shows it)
     handler = getattr(args, "handler", None)
     if handler is None:
         build_parser().print_help(sys.stderr)  # the whole tree, whatever was parsed

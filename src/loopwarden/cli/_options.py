@@ -8,10 +8,10 @@ from typing import Any
 
 from loopwarden._terminal import printable
 from loopwarden.core.config import (
-    BLOCK_PATH,
     ConfigError,
     ResolvedConfig,
     load_config,
+    parse_override,
     resolve_config,
     validate_config,
     with_profile_defaults,
@@ -37,15 +37,22 @@ def add_config_options(parser: argparse.ArgumentParser, *, agent: bool = True) -
 
 
 def add_output_option(
-    parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")
+    parser: argparse.ArgumentParser,
+    choices: tuple[str, ...] = ("text", "json"),
+    *,
+    default_help: str | None = None,
 ) -> None:
-    """``--output FORMAT``, the one way every command picks its output format."""
+    """``--output FORMAT``, the one way every command picks its output format.
+
+    With ``default_help`` the option defaults to None (the command picks the format itself, and
+    ``default_help`` says how); otherwise to the first choice.
+    """
     parser.add_argument(
         "--output",
         choices=choices,
-        default=choices[0],
+        default=choices[0] if default_help is None else None,
         metavar="FORMAT",
-        help=f"output format: {', '.join(choices)} (default: {choices[0]})",
+        help=f"output format: {', '.join(choices)} (default: {default_help or choices[0]})",
     )
 
 
@@ -57,33 +64,6 @@ def error_text(exc: Exception) -> str:
         source = printable(exc.source) if exc.source else None
         return str(ConfigError([printable(problem) for problem in exc.problems], source))
     return printable(str(exc))
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """Split ``KEY=VALUE`` into a key path and a JSON5 value (bare words stay strings)."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
-    if key.startswith(BLOCK_PATH + "."):
-        key = key[len(BLOCK_PATH) + 1 :]
-    return key.split("."), _parse_value(raw)
-
-
-def _parse_value(raw: str) -> Any:
-    """A ``--set`` value: JSON5, or the bare word itself."""
-    import json
-
-    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading pyjson5
-        return json.loads(raw)
-    except ValueError:
-        pass
-    import pyjson5
-
-    try:
-        return pyjson5.decode(raw, maxdepth=100)
-    except (pyjson5.Json5Exception, RecursionError):
-        return raw
 
 
 def apply_overrides(block: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -129,20 +109,42 @@ def config_block_from_args(
     return block, notices
 
 
+ENABLED_ABSENT = (
+    "the loop detectors are off and only the post-compaction guard runs, as in OpenClaw"
+)
+"""What a block without ``enabled`` does, in the words every command uses."""
+
+
 def config_from_args(
-    args: argparse.Namespace, *, default_enabled: bool | None, swept: Sequence[str] = ()
+    args: argparse.Namespace,
+    *,
+    default_enabled: bool | None,
+    swept: Sequence[str] = (),
+    file_decides: bool = False,
 ) -> tuple[ResolvedConfig, list[str]]:
     """Resolve the config the options describe; ``default_enabled`` fills an absent ``enabled``.
 
-    Raises :class:`ConfigError` with a clear message for a bad file, agent, ``--set`` or
-    ``--sweep`` value.
+    With ``file_decides``, a ``--config`` file that leaves ``enabled`` out runs as it would in
+    OpenClaw (only the post-compaction guard), with a notice saying so; ``default_enabled``
+    then applies only without a file. Raises :class:`ConfigError` with a clear message for a
+    bad file, agent, ``--set`` or ``--sweep`` value.
     """
     block, notices = config_block_from_args(args, swept)
-    if "enabled" not in with_profile_defaults(block) and default_enabled is not None:
+    if "enabled" in with_profile_defaults(block) or default_enabled is None:
+        return resolve_config(block), notices
+    value = str(default_enabled).lower()
+    if args.config and file_decides:
+        notices.append(
+            f"{args.config} does not set 'enabled': {ENABLED_ABSENT}; add --set enabled=true "
+            "to replay with the detectors on"
+        )
+    elif args.config:
         block["enabled"] = default_enabled
-        value = str(default_enabled).lower()
-        if args.config or args.overrides or swept:
-            notices.append(f"the config does not set 'enabled': using enabled={value}")
-        else:
-            notices.append(f"no config given: using the defaults with enabled={value}")
+        notices.append(
+            f"{args.config} does not set 'enabled' (which alone would leave only the "
+            f"post-compaction guard on): using enabled={value}"
+        )
+    else:
+        block["enabled"] = default_enabled
+        notices.append(f"no config file given: the defaults with enabled={value}")
     return resolve_config(block), notices

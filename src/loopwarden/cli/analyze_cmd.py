@@ -29,6 +29,7 @@ from loopwarden.cli._options import (
 
 if TYPE_CHECKING:
     from loopwarden.analyze.replay import TrajectoryReport
+    from loopwarden.analyze.report_html import PageContext
     from loopwarden.analyze.runner import Analysis, KeepFilter, Source
     from loopwarden.analyze.sweep import Variant
 
@@ -38,22 +39,43 @@ OUTPUTS = ("text", "json", "jsonl", "html")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``analyze`` command."""
     from loopwarden.transcripts import FORMATS
+    from loopwarden.transcripts.flat_jsonl import FIELDS
 
     parser = subparsers.add_parser(
         "analyze",
         help="replay agent transcripts through the guard and report the loops it would catch",
         description="Replay recorded agent runs (files or directories, formats detected per "
         "file) through a real LoopGuard and report which loops it would have caught, how early, "
-        "and what it would have blocked. With no config, the defaults are used with enabled=true. "
-        "Exit 0 when nothing would have been blocked, 1 when something would have, 2 on usage, "
-        "config or input errors.",
+        "and what it would have blocked. With no --config file, the defaults are used with "
+        "enabled=true (then --set); a file is replayed as it runs: without 'enabled' only the "
+        "post-compaction guard acts. "
+        "Exit 2 on usage or config errors and for a PATH that does not exist; else 1 when "
+        "something would have been blocked (even if some file could not be read: it is "
+        "reported), else 2 when a file could not be read, else 0.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or directories")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="transcript files or directories; - reads one transcript from stdin",
+    )
     parser.add_argument(
         "--format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto)"
     )
+    parser.add_argument(
+        "--field",
+        metavar="KEY=NAME",
+        action="append",
+        default=[],
+        help="read flat JSON lines whose fields have other names: KEY is one of "
+        f"{', '.join(FIELDS)}, NAME the field that holds it in your file (a.b: field b of "
+        "object a), e.g. --field trajectory=session_id --field tool=name; implies --format "
+        "jsonl (repeatable)",
+    )
     add_config_options(parser)
-    add_output_option(parser, OUTPUTS)
+    add_output_option(
+        parser, OUTPUTS, default_help="from --out's extension (.html, .json, .jsonl), else text"
+    )
     parser.add_argument("--out", metavar="FILE", help="write the report to FILE, not stdout")
     parser.add_argument(
         "--sweep",
@@ -90,20 +112,73 @@ def _jobs(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis and write the report; returns the exit code."""
-    from loopwarden.analyze.runner import collect_sources
     from loopwarden.analyze.sweep import parse_sweeps
 
     err = Console(stderr=True, highlight=False)
+    if args.output is None:
+        args.output = output_for(args.out)
     if args.sweep and args.record:
         err.print(_error("--record records the runs of one config: drop --sweep or --record"))
         return 2
+    problem = _record_problem(args.record) if args.record else None
+    if problem is not None:
+        err.print(_error(f"--record {args.record}: {problem}"), soft_wrap=True)
+        return 2
     try:
+        args.fields = parse_fields(args.field, args.format)
         variants = parse_sweeps(args.sweep)
         configs, notices = _configs(args, [variant.overrides for variant in variants])
     except ConfigError as exc:
         err.print(_error(error_text(exc), escaped=True), soft_wrap=True)
         return 2
-    sources, input_errors = collect_sources(args.paths)
+    with _stdin_copy(args.paths) as stdin:
+        sources, input_errors = _sources(args.paths, stdin)
+        return _run(args, err, (configs, variants, notices), (sources, input_errors))
+
+
+def _sources(paths: Sequence[str], stdin: str | None) -> tuple[list[Source], list[str]]:
+    """The command line's paths as sources, in order; ``-`` is stdin (copied to ``stdin``)."""
+    from loopwarden.analyze.runner import Source, collect_sources
+
+    sources: list[Source] = []
+    errors: list[str] = []
+    for path in paths:
+        if path == "-" and stdin is not None:
+            sources.append(Source(stdin, explicit=True, name="-"))
+            continue
+        found, problems = collect_sources([path])
+        sources += found
+        errors += problems
+    return sources, errors
+
+
+@contextmanager
+def _stdin_copy(paths: Sequence[str]) -> Iterator[str | None]:
+    """With ``-`` among the paths: stdin copied to a temporary file (the readers detect the
+    format, then read the file again), removed afterwards; a gzip stream stays compressed."""
+    if "-" not in paths:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="loopwarden-stdin-") as folder:
+        head = sys.stdin.buffer.peek(2)[:2] if hasattr(sys.stdin.buffer, "peek") else b""
+        path = os.path.join(folder, "stdin.gz" if head == b"\x1f\x8b" else "stdin")
+        with open(path, "wb") as copy:
+            shutil.copyfileobj(sys.stdin.buffer, copy, 1 << 20)
+        yield path
+
+
+def _run(
+    args: argparse.Namespace,
+    err: Console,
+    setup: tuple[list[ResolvedConfig], list[Variant], list[str]],
+    inputs: tuple[list[Source], list[str]],
+) -> int:
+    """Replay the sources and write the report; returns the exit code."""
+    configs, variants, notices = setup
+    sources, input_errors = inputs
     clash = _input_at(args.out, sources) if args.out is not None else None
     if clash is not None:
         err.print(
@@ -134,10 +209,59 @@ def run(args: argparse.Namespace) -> int:
         err.print(Text.assemble(("warning", "yellow"), f": {printable(line)}"), soft_wrap=True)
     for line in analysis.errors:
         err.print(_error(line), soft_wrap=True)
-    code = 2 if analysis.errors else 1 if analysis.any_block else 0
+    # A loop found is the signal a CI job acts on: it wins over a file that could not be read,
+    # which is still reported above (and in the report). A path that does not exist is a
+    # mistake on the command line: that is exit 2 whatever was found.
+    code = 2 if input_errors or (analysis.errors and not analysis.any_block) else 0
+    code = code or int(analysis.any_block)
     if args.out is not None:
         err.print(_written(args.out, args.output, analysis, code), soft_wrap=True)
     return code
+
+
+def parse_fields(specs: Sequence[str], fmt: str) -> tuple[tuple[str, str], ...]:
+    """``--field KEY=NAME`` options as (KEY, NAME) pairs; :class:`ConfigError` when one is not
+    of that shape, names an unknown KEY or a KEY twice, or comes with a format other than jsonl."""
+    from loopwarden.transcripts.flat_jsonl import FIELDS
+
+    pairs: list[tuple[str, str]] = []
+    for spec in specs:
+        key, sep, name = (part.strip() for part in spec.partition("="))
+        if not sep or not name or key not in FIELDS:
+            raise ConfigError(
+                [
+                    f"--field {spec!r}: expected KEY=NAME with KEY one of {', '.join(FIELDS)}, "
+                    "e.g. --field trajectory=session_id"
+                ]
+            )
+        if any(key == seen for seen, _ in pairs):
+            raise ConfigError([f"--field {key} given twice"])
+        pairs.append((key, name))
+    if pairs and fmt not in ("auto", "jsonl"):
+        raise ConfigError([f"--field names the fields of --format jsonl, not --format {fmt}"])
+    return tuple(pairs)
+
+
+_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".jsonl": "jsonl"}
+
+
+def output_for(out: str | None) -> str:
+    """The report format ``--out FILE`` asks for by its extension; text otherwise."""
+    if out is None:
+        return "text"
+    return _EXTENSIONS.get(os.path.splitext(out)[1].lower(), "text")
+
+
+def _record_problem(path: str) -> str | None:
+    """Why ``--record PATH`` cannot take run records (an existing file that is no records
+    database, a path under a file), or None; checked before anything is replayed."""
+    from loopwarden.records import RecordsError, open_db
+
+    try:
+        open_db(path).close()
+    except RecordsError as exc:
+        return str(exc)
+    return None
 
 
 class _NothingToAnalyse(Exception):
@@ -165,6 +289,8 @@ def _written(path: str, output: str, analysis: Analysis, code: int) -> Text:
         + plural(max(t.with_block_or_stop for t in analysis.totals), "trajectory"),
         2: "exit 2: some input could not be analysed (errors above)",
     }[code]
+    if code == 1 and analysis.errors:
+        meaning += f"; {plural(len(analysis.errors), 'input error')} above"
     return Text(f"wrote the {output} report to {printable(path)}; {meaning}")
 
 
@@ -224,6 +350,7 @@ def _analyze_and_write(
             on_trajectory=writer.trajectory if writer else None,
             on_file=advance,
             record=args.record,
+            fields=args.fields,
         )
     analysis.errors[:0] = input_errors
     if not any(totals.trajectories for totals in analysis.totals):
@@ -233,17 +360,31 @@ def _analyze_and_write(
     elif args.sweep and args.output == "text":
         report_text.write_sweep_text(analysis, variants, notices, out)
     elif args.sweep and args.output == "html":
-        report_html.write_sweep_html(analysis, variants, notices, out)
+        report_html.write_sweep_html(analysis, variants, notices, out, _page_context(args))
     elif args.sweep:
         report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
     else:
-        writers = {
-            "text": report_text.write_text,
-            "json": report_json.write_json,
-            "html": report_html.write_html,
-        }
-        writers[args.output](analysis, notices, out)
+        writers = {"text": report_text.write_text, "json": report_json.write_json}
+        if args.output == "html":
+            report_html.write_html(analysis, notices, out, _page_context(args))
+        else:
+            writers[args.output](analysis, notices, out)
     return analysis
+
+
+def _page_context(args: argparse.Namespace) -> PageContext:
+    """What the HTML page's header says: the inputs, the command line, the time (UTC)."""
+    import shlex
+    from datetime import datetime, timezone
+
+    from loopwarden.analyze.report_html import PageContext
+
+    argv = getattr(args, "argv", None) or ["analyze", *args.paths]
+    return PageContext(
+        inputs=tuple(args.paths),
+        command=shlex.join(["loopwarden", *argv]),
+        when=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
 
 
 def _keep_none(report: TrajectoryReport) -> bool:
@@ -265,7 +406,9 @@ def _configs(
     configs: list[ResolvedConfig] = []
     notices: list[str] = []
     for overrides in variant_overrides:
-        config, found = config_from_args(args, default_enabled=True, swept=overrides)
+        config, found = config_from_args(
+            args, default_enabled=True, swept=overrides, file_decides=True
+        )
         configs.append(config)
         notices.extend(notice for notice in found if notice not in notices)
     return configs, notices

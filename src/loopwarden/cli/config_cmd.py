@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
 from rich.text import Text
 
+from loopwarden._console import PipeConsole
 from loopwarden._terminal import printable
-from loopwarden.cli._options import add_output_option, error_text
+from loopwarden.cli._options import ENABLED_ABSENT, add_output_option, error_text
 from loopwarden.core.config import ConfigError, load_config
 
 
@@ -48,10 +48,17 @@ def run_check(args: argparse.Namespace) -> int:
         # Terminal escapes in a key or a path are shown, never obeyed (one problem per line).
         err.print(Text.assemble(("error", "bold red"), f": {error_text(exc)}"), soft_wrap=True)
         return 2
-    resolved = loaded.resolve(args.agent).to_camel()
+    config = loaded.resolve(args.agent)
+    resolved = config.to_camel()
+    notices = list(loaded.notices)
+    if config.enabled is None:
+        notices.append(
+            f"'enabled' is not set: {ENABLED_ABSENT}; set \"enabled\": true to turn the "
+            "detectors on (false turns everything off)"
+        )
     if args.output == "json":
         payload = {"file": args.file, "agent": args.agent, "config": resolved}
-        payload["notices"] = list(loaded.notices)
+        payload["notices"] = notices
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -60,12 +67,12 @@ def run_check(args: argparse.Namespace) -> int:
     out.print(
         Text.assemble(("ok", "bold green"), f" {printable(args.file)} ({who})"), soft_wrap=True
     )
-    for notice in loaded.notices:
+    for notice in notices:
         out.print(Text.assemble(("notice", "yellow"), f": {printable(notice)}"), soft_wrap=True)
     out.print(Text(json.dumps(resolved, indent=2)), soft_wrap=True)
     return 0
 
 
-def _console(*, stderr: bool = False) -> Console:
+def _console(*, stderr: bool = False) -> PipeConsole:
     """A console that prints text as given: no markup, emoji codes or highlighting."""
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False)
+    return PipeConsole(stderr=stderr, markup=False, emoji=False, highlight=False)

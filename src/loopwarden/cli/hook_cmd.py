@@ -46,7 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, agent=False
     )  # the positional AGENT is the CLI, not an OpenClaw agent
     parser.add_argument(
-        "--db", metavar="FILE", help="the state and run-records file (default: runs.db)"
+        "--db",
+        metavar="FILE",
+        help="the state and run-records file "
+        "(default: $XDG_STATE_HOME/loopwarden/runs.db, or ~/.local/state/loopwarden/runs.db)",
     )
     parser.add_argument(
         "--scope",

@@ -4,7 +4,7 @@
     loopwarden mcp-proxy [options] --url URL [--header "Name: value"]...
 
 The stdio path needs no MCP SDK; ``--url`` uses the SDK's streamable-HTTP transport
-(``pip install 'loopwarden[mcp]'``), imported only then.
+(``pip install '.[mcp]'`` from the repository's root), imported only then.
 """
 
 from __future__ import annotations

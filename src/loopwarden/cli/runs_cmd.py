@@ -251,9 +251,11 @@ def _print_run(run: RunSummary, events: list[Any]) -> None:
     print(f"  {len(events)} loop events:")
     for event in events:
         pair = f" <-> {printable(event.paired_tool_name)}" if event.paired_tool_name else ""
+        call = f"call {event.call} " if event.call is not None else ""
         print(
-            f"  {_when(event.timestamp)}  {printable(event.action):5} {printable(event.level):8} "
-            f"{printable(event.detector)} {printable(event.tool_name)}{pair} count={event.count}"
+            f"  {_when(event.timestamp)}  {call}{printable(event.action):5} "
+            f"{printable(event.level):8} {printable(event.detector)} "
+            f"{printable(event.tool_name)}{pair} count={event.count}"
         )
         if event.args_hash:
             print(f"      signature {printable(event.args_hash)}")

@@ -715,7 +715,7 @@ def _set_fast_encoder(name: str) -> None:
 
 def _make_encoder(name: str) -> Callable[[object], bytes]:
     if name == "orjson":
-        import orjson  # optional: pip install 'loopwarden[fast]'
+        import orjson  # a dependency on CPython; absent elsewhere (PyPy)
 
         dumps, sort_keys = orjson.dumps, orjson.OPT_SORT_KEYS
 

@@ -587,6 +587,29 @@ def _placement_problems(container: Mapping[str, Any], where: str) -> list[str]:
     return problems
 
 
+# The top-level containers loopwarden reads, and the key each holds that it reads.
+_CONTAINERS = {"agents": "list", "tools": "loopDetection"}
+
+
+def _misspelt_containers(full: Mapping[str, Any]) -> list[str]:
+    """A near-miss of ``agents`` or ``tools`` at the top level (``agent: {list: [...]}``) that
+    holds what loopwarden reads there: runtime would ignore it, so it is an error. Other
+    top-level keys are left alone: an OpenClaw config has many that loopwarden does not read."""
+    import difflib
+
+    problems = []
+    names = [key for key in full if isinstance(key, str) and key not in _CONTAINERS]
+    for container, inner in _CONTAINERS.items():
+        for typo in difflib.get_close_matches(container, names, n=3, cutoff=0.8):
+            value = full[typo]
+            if isinstance(value, Mapping) and inner in value:
+                problems.append(
+                    f"{typo}: unknown key; did you mean {container}? (runtime reads "
+                    f"{container}.{inner} only)"
+                )
+    return problems
+
+
 def _stray_keys(container: Mapping[str, Any], where: str, block: str) -> list[str]:
     """Distinctive block keys (thresholds and the like) found in ``container``, not its block."""
     prefix = f"{where}." if where else ""
@@ -604,7 +627,7 @@ _GENERIC_KEYS = frozenset({"enabled", "profile", "detectors"})
 
 def _shape_problems(full: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, Any]]]:
     """Check the containers around the blocks; return problems and (path, block) pairs."""
-    problems: list[str] = _placement_problems(full, "")
+    problems: list[str] = _placement_problems(full, "") + _misspelt_containers(full)
     blocks: list[tuple[str, Any]] = []
     tools = full.get("tools")
     if tools is not None and not isinstance(tools, Mapping):
@@ -825,3 +848,33 @@ def _located_problem(text: str, offset: int, message: str) -> str:
     line = text.count("\n", 0, offset) + 1
     column = offset - text.rfind("\n", 0, offset)
     return f"syntax error at line {line}, column {column}: {message}"
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split a ``--set KEY=VALUE`` into a key path and a JSON5 value (bare words stay strings).
+
+    Here, not with the command line, because the analyzer's sweeps parse the same settings.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. criticalThreshold=5"])
+    if key.startswith(BLOCK_PATH + "."):
+        key = key[len(BLOCK_PATH) + 1 :]
+    return key.split("."), _parse_value(raw)
+
+
+def _parse_value(raw: str) -> Any:
+    """A ``--set`` value: JSON5, or the bare word itself."""
+    import json
+
+    try:  # JSON is JSON5 with the same values; the stdlib parser spares a hook loading pyjson5
+        return json.loads(raw)
+    except ValueError:
+        pass
+    import pyjson5
+
+    try:
+        return pyjson5.decode(raw, maxdepth=100)
+    except (pyjson5.Json5Exception, RecursionError):
+        return raw

@@ -279,6 +279,16 @@ def comparable_outcome(tool: str, params: Any, result: Any, failed: bool) -> Any
 # Verdicts
 
 
+BLOCKED_CLAUSE = "so the call was blocked"
+"""What the consecutive detector's critical messages say the guard did; when the guard ends
+the run instead (``stopAfterBlocks``), :func:`as_stop_message` says that."""
+
+
+def as_stop_message(message: str) -> str:
+    """A critical verdict's message for a decision that ends the run rather than blocking."""
+    return message.replace(BLOCKED_CLAUSE, "so the run was stopped")
+
+
 LAST_CHANCE_PREFIX = "last-chance:"
 """Warning keys of the consecutive detector's one warning before its block."""
 
@@ -299,7 +309,7 @@ def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: Resolve
             "consecutive_repeat",
             c.identical,
             f"CRITICAL: Called {tool} {c.identical} times in a row with identical arguments and "
-            "identical results. This is a loop, so the call was blocked. Change your approach, "
+            f"identical results. This is a loop, {BLOCKED_CLAUSE}. Change your approach, "
             "or report the task as failed.",
             None,
             key,
@@ -311,7 +321,7 @@ def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: Resolve
             "consecutive_repeat",
             c.calls,
             f"CRITICAL: Called {tool} {c.calls} times in a row with identical arguments. "
-            "This is a runaway loop, so the call was blocked. Change your approach, or report "
+            f"This is a runaway loop, {BLOCKED_CLAUSE}. Change your approach, or report "
             "the task as failed.",
             None,
             key,

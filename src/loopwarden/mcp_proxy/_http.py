@@ -63,8 +63,8 @@ def sdk_problem() -> str | None:
         return (
             f"--url needs the MCP SDK's streamable-HTTP client, which could not be loaded "
             f"({type(exc).__name__}: {exc}; {installed}). Install a supported SDK with: "
-            "pip install 'loopwarden[mcp]' (mcp 1.24 or later, 1.x or 2.x). Servers started "
-            "over stdio (-- COMMAND) need no SDK."
+            "pip install '.[mcp]' from loopwarden's repository root (mcp 1.24 or later, 1.x or "
+            "2.x). Servers started over stdio (-- COMMAND) need no SDK."
         )
     return None
 

@@ -3,7 +3,7 @@
 Every store implements :class:`loopwarden.store.SessionStore` and is passed to
 ``LoopGuard(store=...)``. The heavy clients are imported only when a store is built::
 
-    from loopwarden.stores.redis import RedisStore      # pip install 'loopwarden[redis]'
+    from loopwarden.stores.redis import RedisStore      # the redis extra: pip install '.[redis]'
     from loopwarden.stores.sqlite import SQLiteStore    # stdlib sqlite3
 """
 

@@ -731,7 +731,8 @@ def _connect(url: str, timeout: float) -> Any:
         from redis.retry import Retry
     except ImportError as exc:
         raise ImportError(
-            "RedisStore needs redis-py: pip install 'loopwarden[redis]'" + f" ({exc})"
+            "RedisStore needs redis-py: "
+            f"pip install '.[redis]' from loopwarden's repository root ({exc})"
         ) from None
     options = _client_options(timeout, Retry(NoBackoff(), 1))
     scheme = urlsplit(url).scheme.lower()
@@ -753,7 +754,8 @@ def _aconnect(url: str, timeout: float) -> Any:
         from redis.backoff import NoBackoff
     except ImportError as exc:
         raise ImportError(
-            "AsyncRedisStore needs redis-py: pip install 'loopwarden[redis]'" + f" ({exc})"
+            "AsyncRedisStore needs redis-py: "
+            f"pip install '.[redis]' from loopwarden's repository root ({exc})"
         ) from None
     options = _client_options(timeout, AsyncRetry(NoBackoff(), 1))
     scheme = urlsplit(url).scheme.lower()

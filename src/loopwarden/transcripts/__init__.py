@@ -7,7 +7,7 @@ JSONL formats are streamed line by line; document formats (one JSON value per fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from loopwarden.transcripts.model import (
 )
 
 __all__ = [
+    "EXPECTED",
     "FORMATS",
     "MISSING",
     "Compaction",
@@ -75,6 +76,26 @@ _READERS: dict[str, _Reader] = {
 FORMATS: tuple[str, ...] = tuple(_READERS)
 """Every importable format name (the ``--format`` choices besides ``auto``)."""
 
+EXPECTED: dict[str, str] = {
+    "openclaw": 'an OpenClaw session: JSON lines of entries ("type": "message", ...) whose '
+    'assistant messages hold "toolCall" blocks',
+    "swe-agent": 'a SWE-agent .traj document: an object with a "trajectory" list of steps',
+    "mini-swe-agent": 'a mini-swe-agent trajectory: an object with "messages" and '
+    '"trajectory_format"',
+    "openai": 'an OpenAI chat: a list of messages whose assistant messages hold "tool_calls"',
+    "anthropic": 'an Anthropic chat: a list of messages with "tool_use" blocks',
+    "tau-bench": 'tau-bench results: a list of objects with "task_id" and "traj"',
+    "openhands": "OpenHands events: JSON lines (or a conversation directory) of events with "
+    '"kind", "source" and "timestamp", the tool calls as ActionEvent',
+    "claude-code": "a Claude Code session log: JSON lines whose assistant messages hold "
+    '"tool_use" blocks',
+    "codex": 'a Codex rollout: JSON lines with "type" and "payload", the tool calls as '
+    '"function_call" items',
+    "gemini-cli": 'a Gemini CLI chat or checkpoint: messages with "toolCalls"',
+    "jsonl": 'flat JSON lines, one tool call per line: "trajectory", "tool", "args", "result"',
+}
+"""What each format looks like, for the error when a forced ``--format`` finds no tool call."""
+
 
 class NotATranscript(TranscriptError):
     """Raised by auto-detection for a file that holds no known transcript format."""
@@ -86,13 +107,18 @@ class NotATranscript(TranscriptError):
         )
 
 
-def read_transcripts(path: Path, fmt: str = "auto") -> Iterator[Trajectory]:
+def read_transcripts(
+    path: Path, fmt: str = "auto", fields: Mapping[str, str] | None = None
+) -> Iterator[Trajectory]:
     """Import every trajectory in ``path`` (a file or an OpenHands conversation directory).
 
     With ``fmt="auto"`` the format is detected; a file that is not a transcript raises
     :class:`NotATranscript` (callers scanning directories may skip those). Malformed content
-    raises :class:`TranscriptError` naming the file and, for JSONL, the line.
+    raises :class:`TranscriptError` naming the file and, for JSONL, the line. ``fields``
+    renames the fields of the flat ``jsonl`` format (and implies it).
     """
+    if fields:
+        return flat_jsonl.read(path, fields)
     doc: Any = None
     if fmt == "auto":
         found = detect(path)

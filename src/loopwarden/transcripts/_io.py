@@ -78,7 +78,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     :class:`TranscriptError` with its line number, so a corrupt archive is reported precisely
     instead of being half-analysed in silence. The one exception is a last line that has no
     newline and does not parse: an agent still writing the file. The complete lines are read,
-    and that line is reported once (:func:`warn_read`).
+    and that line is reported once (:func:`warn_read`); so is a ``.gz`` file cut short.
     """
     with open_text(path) as handle:
         lineno = 0
@@ -97,7 +97,14 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     )
                     return
                 yield lineno, value
-        except (OSError, EOFError, UnicodeDecodeError) as exc:
+        except EOFError:
+            # A compressed file cut short (a copy interrupted, a log still being compressed):
+            # like a half-written last line, what was readable is analysed, and it is said once.
+            warn_read(
+                f"{path}:{lineno + 1}: the compressed file ends early (is it truncated?); the "
+                f"{lineno} complete lines before it were analysed"
+            )
+        except (OSError, UnicodeDecodeError) as exc:
             raise TranscriptError(str(path), f"cannot read: {exc}", lineno + 1) from exc
 
 

@@ -44,7 +44,12 @@ def read(path: Path) -> Iterator[Trajectory]:
     for lineno, obj in iter_jsonl(path):
         kind, payload = obj.get("type"), obj.get("payload")
         if not isinstance(payload, dict):
-            raise TranscriptError(str(path), f'a "{kind}" line without a "payload" object', lineno)
+            what = f'a "{kind}" line' if isinstance(kind, str) else 'a line without a "type"'
+            raise TranscriptError(
+                str(path),
+                f'{what} without a "payload" object (each line of a Codex rollout has both)',
+                lineno,
+            )
         if splitter is None:
             splitter = TurnSplitter(str(path), FORMAT, _session_id(path, kind, payload))
         if kind == "turn_context":
