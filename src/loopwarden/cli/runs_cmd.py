@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "show",
         help="the loop events of one run, in order",
         description="Show one run: its start, end, outcome and every loop event in order. "
-        "RUN_ID is the run id, or #N for the row number printed by 'runs list'.",
+        "RUN_ID is the run id, or N (#N) for the row number printed by 'runs list' (a run "
+        "whose id is N comes first).",
     )
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--session", metavar="S", help="only the run of this session")
