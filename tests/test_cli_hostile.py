@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tracemalloc
@@ -162,7 +163,8 @@ def test_config_errors_keep_one_problem_per_line_and_escape_the_rest(
 def test_hooks_status_escapes_control_characters(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     (project / ".claude").mkdir(parents=True)
-    command = f"loopwarden hook claude-code --db x{TITLE}{CR}"
+    # as 'hooks install' writes it (only that is recognised as loopwarden's)
+    command = shlex.join(["/opt/bin/loopwarden", "hook", "claude-code", "--db", f"x{TITLE}{CR}"])
     entry = {"matcher": "*", "hooks": [{"type": "command", "command": command}]}
     (project / ".claude" / "settings.json").write_text(
         json.dumps({"hooks": {"PreToolUse": [entry]}}), encoding="utf-8"
@@ -172,7 +174,7 @@ def test_hooks_status_escapes_control_characters(tmp_path: Path) -> None:
         env.pop(name, None)
     status = _cli("hooks", "status", "claude-code", "--project", str(project), env=env)
     _assert_no_controls(status.stdout + status.stderr)
-    assert r"--db x\x1b]0;pwned\x07\r" in status.stdout
+    assert r"--db 'x\x1b]0;pwned\x07\r'" in status.stdout
 
 
 def test_mcp_proxy_log_lines_escape_control_characters(

@@ -392,6 +392,29 @@ def _write_event(event: LoopEvent) -> _Write:
     return write
 
 
+RETENTION_DAYS = 30
+"""Days the coding-CLI hooks keep a run's records after it was last active (``runs prune``
+deletes older runs on demand, with any limit)."""
+
+
+def prune_runs(conn: sqlite3.Connection, before: float) -> tuple[int, int]:
+    """Delete the runs last active before ``before`` (epoch seconds) and their events.
+
+    Returns (runs, events) deleted. The caller commits (or runs it in a transaction).
+    """
+    old = "SELECT id FROM runs WHERE last_seen < ?"
+    events = conn.execute(f"DELETE FROM events WHERE run IN ({old})", (before,)).rowcount
+    runs = conn.execute("DELETE FROM runs WHERE last_seen < ?", (before,)).rowcount
+    return int(runs), int(events)
+
+
+def _write_prune(seconds: float) -> _Write:
+    def write(conn: sqlite3.Connection) -> None:
+        prune_runs(conn, time.time() - seconds)
+
+    return write
+
+
 def _write_start(session: str, run_key: str, agent_id: str | None, at: float) -> _Write:
     def write(conn: sqlite3.Connection) -> None:
         # A (re)started run gets a fresh row, like the guard's fresh in-memory run record.
@@ -428,10 +451,12 @@ class RunRecorder:
 
     Thread-safe; one recorder may serve several guards. Attach it with :meth:`attach`, or give
     ``LoopGuard(record_db=path)``. Errors are logged (once per kind of failure) and never raised.
-    ``batch``: rows written per transaction. The default 1 makes every row durable at once (a
-    live guard); a bulk writer such as a transcript replay passes e.g. 500 and calls
-    :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic seconds) times the
-    back-off after a failure.
+    ``retention``: seconds a run is kept after it was last active; older runs and their
+    events are deleted whenever a run starts (default: kept for ever; the coding-CLI hooks keep
+    :data:`RETENTION_DAYS`). ``batch``: rows written per transaction. The default 1 makes
+    every row durable at once (a live guard); a bulk writer such as a transcript replay passes
+    e.g. 500 and calls :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic
+    seconds) times the back-off after a failure.
     """
 
     def __init__(
@@ -441,6 +466,7 @@ class RunRecorder:
         timeout: float = 2.0,
         batch: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        retention: float | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch must be at least 1 row, got {batch}")
@@ -449,6 +475,7 @@ class RunRecorder:
         self._batch = batch
         self._chunk = max(batch, _FLUSH_ROWS)
         self._clock = clock
+        self._retention = retention
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._disabled: str | None = None
@@ -480,7 +507,10 @@ class RunRecorder:
         self._submit(_write_event(event))
 
     def run_started(self, session: str, run_id: str | None, agent_id: str | None = None) -> None:
-        """Write the start of a run (called by ``LoopGuard.start_run``)."""
+        """Write the start of a run (called by ``LoopGuard.start_run``); with ``retention``
+        (seconds), runs inactive for longer are deleted first, with their events."""
+        if self._retention is not None:
+            self._submit(_write_prune(self._retention))
         self._submit(_write_start(session, run_id or "", agent_id, time.time()))
 
     def run_ended(self, record: RunRecord) -> None:
@@ -732,10 +762,15 @@ def list_runs(
 def find_runs(
     conn: sqlite3.Connection, run: str, *, session: str | None = None
 ) -> list[RunSummary]:
-    """Runs whose run id is ``run`` (or whose row number is ``#N``), oldest first."""
+    """Runs whose run id is ``run`` (or whose row number is ``#N``, or ``N`` when no run has
+    that id), oldest first."""
     params: list[Any]
     if run.startswith("#") and run[1:].isdigit():
         where, params = "r.id = ?", [int(run[1:])]
+    elif run.isascii() and run.isdigit() and int(run) < 2**63:
+        absent = "NOT EXISTS (SELECT 1 FROM runs WHERE run_key = ?)"
+        where = f"(r.run_key = ? OR (r.id = ? AND {absent}))"
+        params = [run, int(run), run]
     else:
         where, params = "r.run_key = ?", [run]
     if session is not None:

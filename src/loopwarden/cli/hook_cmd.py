@@ -51,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the state and run-records file "
         "(default: $XDG_STATE_HOME/loopwarden/runs.db, or ~/.local/state/loopwarden/runs.db)",
     )
+    parser.add_argument(
+        "--scope",
+        choices=("user", "project"),
+        default="project",
+        help="the settings it was installed in: a user-level hook stands aside in a project "
+        "that has loopwarden's hook of its own (written by 'hooks install')",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,6 +80,11 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
+    from loopwarden.hooks._scope import skip
+
+    if skip(args.agent, args.scope):  # switched off, or the project's own install decides
+        sys.stdin.buffer.read()  # the CLI is writing the event: take it, never a broken pipe
+        return 0
     from loopwarden.core import _lazylog
     from loopwarden.core.canonical import _set_fast_encoder
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loopwarden.transcripts._hook_answers import mark_refused
 from loopwarden.transcripts._io import epoch_seconds, iter_jsonl, text_of, token_sum
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
@@ -169,6 +170,7 @@ def _result(splitter: TurnSplitter, block: dict[str, Any]) -> None:
     if block.get("is_error") is True:
         # What PostToolUseFailure reports too: the error text, no result.
         call.result, call.error = MISSING, text
+        mark_refused(call, text)
     else:
         # The text the model saw. toolUseResult ({stdout, stderr, ...} for Bash) holds the same
         # output; a plain dict result would hash to one value whatever it holds.

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loopwarden.transcripts._hook_answers import mark_refused
 from loopwarden.transcripts._io import iter_jsonl, parse_arguments, text_of
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
@@ -93,6 +94,8 @@ def _item(splitter: TurnSplitter, payload: dict[str, Any], lineno: int) -> None:
         call = splitter.take(payload.get("call_id"))
         if call is not None:
             call.result, call.error = _outcome(payload.get("output"))
+            output = payload.get("output")
+            mark_refused(call, output if isinstance(output, str) else None)
 
 
 def _tool_name(item: Any, payload: dict[str, Any]) -> str:
