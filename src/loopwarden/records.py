@@ -328,6 +328,29 @@ def _header_user_version(path: Path) -> int | None:
 _Write = Callable[[sqlite3.Connection], None]
 
 
+def storable(text: str | None) -> str | None:
+    """``text`` as SQLite can store it: any string, a lone surrogate written as ``\\udcNN``.
+
+    Names come from agents, tools and MCP servers: a tool name read with ``surrogateescape``
+    (``"Bash\\udc00"``) cannot be encoded as UTF-8, which SQLite's text is. Such a string is
+    stored with each unencodable character escaped (so it then reads as the name spelt with
+    that escape); every other string is stored as it is. ``None`` stays ``None``.
+    """
+    if text is None:
+        return None
+    if type(text) is not str:
+        text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _text(text: str) -> str:
+    return storable(text) or ""
+
+
 def _run_row(conn: sqlite3.Connection, session: str, run_key: str, now: float) -> int:
     """The latest row of (session, run), created on first sight."""
     row = conn.execute(
@@ -346,11 +369,11 @@ def _run_row(conn: sqlite3.Connection, session: str, run_key: str, now: float) -
 def _write_event(event: LoopEvent) -> _Write:
     def write(conn: sqlite3.Connection) -> None:
         ts = event.timestamp or time.time()
-        run = _run_row(conn, event.session, event.run_id or "", ts)
+        run = _run_row(conn, _text(event.session), _text(event.run_id or ""), ts)
         conn.execute(
             "UPDATE runs SET last_seen = max(last_seen, ?), agent_id = coalesce(agent_id, ?) "
             "WHERE id = ?",
-            (ts, event.agent_id, run),
+            (ts, storable(event.agent_id), run),
         )
         conn.execute(
             "INSERT INTO events (run, ts, type, level, action, detector, count, tool_name, "
@@ -359,16 +382,10 @@ def _write_event(event: LoopEvent) -> _Write:
             (
                 run,
                 ts,
-                event.type,
-                event.level,
-                event.action,
-                event.detector,
+                *(_text(v) for v in (event.type, event.level, event.action, event.detector)),
                 event.count,
-                event.tool_name,
-                event.agent_id,
-                event.message,
-                event.paired_tool_name,
-                event.args_hash,
+                *(storable(v) for v in (event.tool_name, event.agent_id, event.message)),
+                *(storable(v) for v in (event.paired_tool_name, event.args_hash)),
             ),
         )
 
@@ -381,7 +398,7 @@ def _write_start(session: str, run_key: str, agent_id: str | None, at: float) ->
         conn.execute(
             "INSERT INTO runs (session, run_key, agent_id, started_at, first_seen, last_seen) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (session, run_key, agent_id, at, at, at),
+            (_text(session), _text(run_key), storable(agent_id), at, at, at),
         )
 
     return write
@@ -396,11 +413,11 @@ def _write_end(
     stop_reason: str | None,
 ) -> _Write:
     def write(conn: sqlite3.Connection) -> None:
-        run = _run_row(conn, session, run_key, at)
+        run = _run_row(conn, _text(session), _text(run_key), at)
         conn.execute(
             "UPDATE runs SET ended_at = ?, outcome = ?, stop_reason = ?, "
             "last_seen = max(last_seen, ?), agent_id = coalesce(agent_id, ?) WHERE id = ?",
-            (at, outcome, stop_reason, at, agent_id, run),
+            (at, storable(outcome), storable(stop_reason), at, storable(agent_id), run),
         )
 
     return write
@@ -578,17 +595,33 @@ class RunRecorder:
         if not self._pending:
             return True
         rows = list(itertools.islice(self._pending, limit))
+        written = 0  # rows applied so far: on a failure, the one at this index failed
         try:
             with _transaction(self._conn):
                 for write in rows:
                     write(self._conn)
-        except sqlite3.Error as exc:
-            self._fail(describe_error(self.path, exc))
+                    written += 1
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error) and not _row_error(exc):
+                self._fail(describe_error(self.path, exc))
+            else:  # a value no row can hold: drop that row, never block the queue with it
+                self._drop_bad_row(written, exc)
             return False
         for _ in rows:
             self._pending.popleft()
         self._recovered()
         return True
+
+    def _drop_bad_row(self, index: int, exc: Exception) -> None:
+        """Drop the row that failed for what it holds, so the rows behind it are written."""
+        del self._pending[index]
+        self._dropped += 1
+        logger.error(
+            "run records: a row that cannot be stored in %s was dropped (%s); the rows "
+            "waiting behind it are written as usual",
+            self.path,
+            type(exc).__name__,
+        )
 
     def _recovered(self) -> None:
         self._retry_delay = 0.0
@@ -597,6 +630,12 @@ class RunRecorder:
             dropped = f"; {self._dropped} rows were dropped meanwhile" if self._dropped else ""
             logger.info("run records: writing to %s again%s", self.path, dropped)
             self._last_error = None
+
+
+def _row_error(exc: sqlite3.Error) -> bool:
+    """True when ``exc`` is about a row's values (a parameter that cannot be bound), not the
+    database; ProgrammingError and friends are subclasses of DatabaseError."""
+    return type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError)
 
 
 @contextmanager
