@@ -194,7 +194,17 @@ def main() -> None:
     parser.add_argument(
         "--once", metavar="FILE", help="start only if FILE does not exist (then create it)"
     )
+    parser.add_argument(
+        "--api-key", help="ignored: a secret on the command line, which the proxy must not show"
+    )
+    parser.add_argument(
+        "--slow-start", type=float, default=0.0, metavar="SECONDS", help="wait before serving"
+    )
     args = parser.parse_args()
+    if args.slow_start:
+        import time
+
+        time.sleep(args.slow_start)  # a server that is slow to start (npx fetching a package)
     if args.once:
         if os.path.exists(args.once):
             sys.exit(7)  # a server that cannot be restarted

@@ -51,28 +51,27 @@ class DownstreamSpec:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = 30.0
+    name: str | None = None  # what messages call the server (--name); see describe()
 
     def __post_init__(self) -> None:
         if bool(self.command) == (self.url is not None):
             raise ValueError("give exactly one of a server command or a server URL")
 
     def describe(self) -> str:
-        """A short name for messages, which the model may see: never the whole command line.
+        """A short name for messages, which the client and the model see: never arguments.
 
-        Why short: arguments and URL query strings often carry tokens. The program and its
-        first non-option argument (``npx server-filesystem``) or the URL without query and
-        credentials are enough to tell which server failed.
+        ``name`` when given (``--name``); otherwise the program's file name alone for a command
+        (``bash -c 'exec server.py --api-key ...'`` is ``bash``: any argument may carry a
+        token), or the URL without credentials, query and fragment.
         """
+        if self.name:
+            return self.name
         if self.url is not None:
             parts = urlsplit(self.url)
             host = parts.hostname or ""
             netloc = f"{host}:{parts.port}" if parts.port else host
             return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-        names = [os.path.basename(self.command[0])]
-        first = next((arg for arg in self.command[1:] if not arg.startswith("-")), None)
-        if first is not None:
-            names.append(os.path.basename(first.rstrip("/")) or first)
-        return " ".join(names)
+        return os.path.basename(self.command[0].rstrip("/")) or self.command[0]
 
 
 class Sink(Protocol):

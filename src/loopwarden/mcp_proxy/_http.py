@@ -86,6 +86,12 @@ class HttpLink:
         self._stop = asyncio.Event()
         self._reason = "it closed the connection"
         self._task: asyncio.Future[None] | None = None
+        # The id of an `initialize` sent and not yet answered. The transport learns the
+        # session id from that answer, and a message sent before it is refused (400) and ends
+        # the session: a client that sends everything at once (`printf ... |`) waits here.
+        self._init_id: Any = None
+        self._initialized = asyncio.Event()
+        self._initialized.set()
 
     @classmethod
     async def start(cls, spec: DownstreamSpec) -> HttpLink:
@@ -123,6 +129,7 @@ class HttpLink:
                 raise
         finally:
             self._write = None
+            self._initialized.set()  # nothing waits for an answer that cannot come
             self._incoming.put_nowait(None)
 
     async def _read(self, read: Any) -> None:
@@ -135,7 +142,12 @@ class HttpLink:
                     type(item).__name__,
                 )
                 continue
-            dumped = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+            message = item.message
+            dumped = message.model_dump_json(by_alias=True, exclude_unset=True)
+            root = getattr(message, "root", message)  # mcp 1.x wraps it, 2.x does not
+            if self._init_id is not None and getattr(root, "id", None) == self._init_id:
+                self._init_id = None
+                self._initialized.set()
             self._incoming.put_nowait(dumped.encode())
         self._reason = "it closed the connection (the HTTP session ended)"
 
@@ -148,10 +160,29 @@ class HttpLink:
             parsed = self._sdk.parse(message)
         except ValueError as exc:
             raise DownstreamUnavailable(f"the message is not valid JSON-RPC ({exc})") from None
+        await self._after_initialize()
+        root = getattr(parsed, "root", parsed)  # mcp 1.x wraps it, 2.x does not
+        if getattr(root, "method", None) == "initialize" and hasattr(root, "id"):
+            self._init_id = root.id
+            self._initialized.clear()
+        write = self._write
+        if write is None:
+            raise DownstreamUnavailable("the HTTP session is closed")
         try:
             await write.send(self._sdk.session_message(parsed))
         except Exception as exc:
             raise DownstreamUnavailable(f"the HTTP session is closed ({_describe(exc)})") from None
+
+    async def _after_initialize(self) -> None:
+        """Wait for the answer to an ``initialize`` in flight (bounded by the connect timeout)."""
+        if self._initialized.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._initialized.wait(), self.spec.connect_timeout)
+        except asyncio.TimeoutError:
+            raise DownstreamUnavailable(
+                f"no answer to 'initialize' within {self.spec.connect_timeout:g} s"
+            ) from None
 
     async def receive(self) -> bytes | None:
         """The next message the transport received."""

@@ -56,6 +56,7 @@ _log = logging.getLogger("loopwarden.mcp_proxy")
 _PROXY_PREFIX = "loopwarden mcp-proxy: "
 _INTERNAL_ERROR = -32603
 _ABANDONED_KEPT = 1024  # ids of timed-out requests whose late answers are dropped
+_DRAIN_POLL = 0.02  # seconds between checks for the last answers after the client's input ended
 
 # The start of an answer whose id comes first: {"jsonrpc":"2.0","id":7,"result"...
 _ANSWER_HEAD = re.compile(
@@ -313,6 +314,15 @@ class Relay:
                     await self._from_client(item, _encode(item) if isinstance(item, dict) else b"")
             else:
                 await self._from_client(message, line)
+        if self._pending:
+            # A client may send its requests and close its input at once (`printf ... |`):
+            # each request that arrived is answered first, each within its own timeout.
+            _log.info(
+                "the MCP client closed its input; answering its %d requests in flight first",
+                len(self._pending),
+            )
+            while self._pending and not self.out.closed and not self.closing:
+                await asyncio.sleep(_DRAIN_POLL)
         _log.info("the MCP client disconnected; shutting down")
 
     async def _from_client(self, message: Any, line: bytes) -> None:
