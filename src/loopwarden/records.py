@@ -164,13 +164,31 @@ def describe_error(path: Path, exc: sqlite3.Error) -> RecordsError:
             "is released",
             locked=True,
         )
-    if "is full" in text:
+    if "is full" in text or ("disk I/O error" in text and _disk_full(path)):
         return RecordsError(f"the disk holding {path} is full ({text}); free space on it")
     if "unable to open" in text or "readonly" in text:
         return RecordsError(
             f"cannot write {path} ({text}); check the directory exists and is writable"
         )
     return RecordsError(f"{path}: {type(exc).__name__}: {text}")
+
+
+_NEARLY_FULL = 1 << 20  # bytes free below which a disk I/O error is taken for a full disk
+
+
+def _disk_full(path: Path) -> bool:
+    """Whether the file system holding ``path`` is (nearly) full.
+
+    SQLite reports a full disk as "database or disk is full" when a page write fails, but as
+    "disk I/O error" when it cannot grow its WAL index (``-shm``) or journal: the free space
+    tells the two apart.
+    """
+    import shutil  # on failure only: not paid by every hook process
+
+    try:
+        return shutil.disk_usage(path.parent).free < _NEARLY_FULL
+    except OSError:
+        return False
 
 
 def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Connection:
@@ -180,6 +198,14 @@ def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Co
     too-new file. ``timeout`` is how long a write waits for another process's lock.
     """
     db = Path(path) if path is not None else default_db_path()
+    if db.is_symlink():
+        # Followed, a link would make loopwarden create its target or turn whatever file it
+        # names (an empty one, say) into a records database.
+        raise RecordsError(
+            f"{db} is a symbolic link (to {os.readlink(db)}); loopwarden does not write its "
+            "databases through links: give the real file's path instead",
+            permanent=True,
+        )
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -190,6 +216,9 @@ def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Co
         # upgrades a read lock into a deadlock with another process.
         conn = sqlite3.connect(db, timeout=timeout, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:  # before WAL mode: such a file is left as it was
+            raise _newer_or_foreign(conn, db, version)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         _migrate(conn, db)
@@ -209,11 +238,7 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version == SCHEMA_VERSION:
         return
     if version > SCHEMA_VERSION:
-        raise RecordsError(
-            f"{path} has records schema version {version}, newer than this loopwarden "
-            f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
-            permanent=True,
-        )
+        raise _newer_or_foreign(conn, path, version)
     conn.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then re-check
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -278,15 +303,32 @@ def _open_checked(db: Path, query: str, timeout: float) -> sqlite3.Connection:
 def _check_readable(conn: sqlite3.Connection, path: Path) -> None:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
-        raise RecordsError(
-            f"{path} has records schema version {version}, newer than this loopwarden "
-            f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
-            permanent=True,
-        )
+        raise _newer_or_foreign(conn, path, version)
+    missing = _missing_table(conn)
+    if version < 1 or missing is not None:
+        raise _not_records(path, missing or "runs")
+
+
+def _missing_table(conn: sqlite3.Connection) -> str | None:
+    """The first table of loopwarden's records schema the file lacks (or lacks columns of)."""
     for table, needed in _READ_COLUMNS.items():
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        if version < 1 or not needed <= columns:
-            raise _not_records(path, table)
+        if not needed <= columns:
+            return table
+    return None
+
+
+def _newer_or_foreign(conn: sqlite3.Connection, path: Path, version: int) -> RecordsError:
+    """A file whose user_version is past ours: a newer loopwarden's, or another program's
+    database (user_version is any application's to set); loopwarden's tables tell which."""
+    missing = _missing_table(conn)
+    if missing is not None:
+        return _not_records(path, missing)
+    return RecordsError(
+        f"{path} has records schema version {version}, newer than this loopwarden "
+        f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
+        permanent=True,
+    )
 
 
 def _not_records(path: Path, table: str) -> RecordsError:
