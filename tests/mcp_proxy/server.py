@@ -89,6 +89,17 @@ def crash() -> str:
 
 
 @app.tool()
+def die_mid_answer(ctx: Context, size: int) -> str:  # type: ignore[type-arg]
+    """Write the first ``size`` bytes of a large answer to stdout, then die, as a server
+    killed while sending a 22 MB result would (the answer's id comes first, as the SDK's)."""
+    _count("die_mid_answer")
+    head = {"jsonrpc": "2.0", "id": ctx.request_context.request_id}
+    start = json.dumps(head)[:-1] + ', "result": {"content": [{"type": "text", "text": "'
+    os.write(1, start.encode() + b"x" * size)
+    os._exit(3)
+
+
+@app.tool()
 async def hang() -> str:
     """Never answer; a cancellation from the client is counted as ``hang_cancelled``."""
     _count("hang")

@@ -975,9 +975,12 @@ _REQUESTS = [
 ]
 
 
-def _answers_after_input_closes(argv: list[str], counter: Path) -> dict[Any, Any]:
-    """Send every request at once, close the proxy's stdin, read what it answers."""
-    data = "".join(json.dumps(message) + "\n" for message in _REQUESTS)
+def _answers_after_input_closes(
+    argv: list[str], counter: Path, requests: list[dict[str, Any]] = _REQUESTS
+) -> dict[Any, Any]:
+    """Send every request at once, close the proxy's stdin, read what it answers (every line
+    the client gets must be a whole JSON-RPC message)."""
+    data = "".join(json.dumps(message) + "\n" for message in requests)
     done = subprocess.run(
         argv, input=data, capture_output=True, text=True, env=env_for(counter), timeout=LIMIT
     )
@@ -1006,6 +1009,36 @@ def test_requests_sent_before_the_client_closes_its_input_are_answered_over_http
     answers = _answers_after_input_closes(argv, counter)
     assert set(answers) == {1, 2, 3}, answers
     assert answers[3]["result"]["content"][0]["text"] == "last words"
+
+
+def _call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def test_a_server_dying_mid_answer_never_sends_the_client_a_broken_message(
+    counter: Path,
+) -> None:
+    # Issue 24: 7.3 MB of a 22 MB line reached the client, then the isError answer.
+    requests = [*_REQUESTS[:2], _call(3, "die_mid_answer", {"size": 3_000_000})]
+    answers = _answers_after_input_closes(proxy_argv(), counter, requests)
+    assert set(answers) == {1, 3}, answers
+    assert answers[3]["result"]["isError"] is True
+    assert "is not available" in answers[3]["result"]["content"][0]["text"]
+    assert executions(counter)["die_mid_answer"] == 1
+
+
+def test_an_http_server_dying_mid_call_gives_the_error_result(
+    counter: Path, http_port: Any
+) -> None:
+    # Issue 24: a JSON-RPC -32000 (mcp 2.x) or no answer until the call timeout (mcp 1.x).
+    argv = [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--url", _url(http_port[0])]
+    requests = [*_REQUESTS[:2], _call(3, "crash", {})]
+    answers = _answers_after_input_closes(argv, counter, requests)
+    assert set(answers) == {1, 3}, answers
+    result = answers[3]["result"]
+    assert result["isError"] is True, answers[3]
+    assert "in the middle of an answer" in result["content"][0]["text"], result
 
 
 def test_documented_client_entry_works_as_written(tmp_path: Path) -> None:
@@ -1066,8 +1099,8 @@ def test_http_downstream_restarted_server_is_reconnected(counter: Path, http_por
 
 
 def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
-    """Multi-megabyte answers: passed on as they arrive, yet a repeat still warns and blocks."""
-    size = 3_000_000  # past the size at which an answer is passed on while it arrives
+    """Multi-megabyte answers pass whole, and a repeat still warns and blocks."""
+    size = 3_000_000  # several reads of 1 MiB each
     warn, critical = 2, 4
 
     async def body() -> None:
@@ -1078,7 +1111,7 @@ def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
             results = [await session.call_tool("blob", {"size": size}) for _ in range(critical + 1)]
         assert dumped(results[0]) == direct and len(texts(results[0])[0]) == size
         # Before call k the history holds k-1 identical calls with identical results.
-        assert dumped(results[warn - 1]) == direct  # streamed: nothing to add
+        assert dumped(results[warn - 1]) == direct  # nothing to add
         warned = texts(results[warn])  # the 3rd call: a warning known before it ran
         assert len(warned) == 2 and warned[0] == texts(results[0])[0]
         assert warned[1].startswith("WARNING:")

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable, Streamer
+from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
@@ -78,8 +78,6 @@ class HttpLink:
 
     def __init__(self, spec: DownstreamSpec) -> None:
         self.spec = spec
-        self.streamer: Streamer | None = None  # HTTP messages arrive whole
-        self.last_streamed = False
         self._sdk = _sdk()
         self._incoming: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._write: Any = None
@@ -105,9 +103,12 @@ class HttpLink:
     async def _run(self, ready: asyncio.Future[None]) -> None:
         sdk = self._sdk
         timeout = sdk.http.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
+        hooks = {"response": [self._watch_answer]}
         try:
             async with (
-                sdk.http.AsyncClient(headers=dict(self.spec.headers), timeout=timeout) as http,
+                sdk.http.AsyncClient(
+                    headers=dict(self.spec.headers), timeout=timeout, event_hooks=hooks
+                ) as http,
                 sdk.client(str(self.spec.url), http_client=http) as streams,
             ):
                 read, self._write = streams[0], streams[1]
@@ -132,6 +133,21 @@ class HttpLink:
             self._initialized.set()  # nothing waits for an answer that cannot come
             self._incoming.put_nowait(None)
 
+    async def _watch_answer(self, response: Any) -> None:
+        """An httpx response hook: watch the body of each POST's answer as it is read.
+
+        The SDK's transport drops a POST whose answer stream breaks (the server died in the
+        middle of a call) without telling anyone, and the request would wait for its timeout.
+        A broken answer ends this session instead, as a closed stdio connection does: every
+        request in flight gets the proxy's error result, and the next one reconnects.
+        """
+        if response.request.method == "POST":
+            response.stream = _watched(self._sdk.http, response.stream, self._broken)
+
+    def _broken(self, exc: BaseException) -> None:
+        self._reason = f"it closed the connection in the middle of an answer ({_describe(exc)})"
+        self._stop.set()
+
     async def _read(self, read: Any) -> None:
         async for item in read:
             if isinstance(item, Exception):
@@ -141,6 +157,11 @@ class HttpLink:
                     self.spec.describe(),
                     type(item).__name__,
                 )
+                continue
+            if self._stop.is_set():
+                # The session is over (an answer broke): what the transport makes up now, such
+                # as mcp 2.x's -32000 "SSE stream ended without a response", is not the
+                # server's; the requests in flight get the proxy's own error instead.
                 continue
             message = item.message
             dumped = message.model_dump_json(by_alias=True, exclude_unset=True)
@@ -204,6 +225,24 @@ class HttpLink:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(task), 5.0)
             task.cancel()
+
+
+def _watched(http: Any, stream: Any, broken: Callable[[BaseException], None]) -> Any:
+    """``stream`` (an httpx byte stream) that calls ``broken`` if reading it fails midway."""
+
+    class Watched(http.AsyncByteStream):  # type: ignore[misc]  # httpx or httpx2: Any here
+        async def __aiter__(self) -> Any:
+            try:
+                async for chunk in stream:
+                    yield chunk
+            except http.TransportError as exc:
+                broken(exc)
+                raise
+
+        async def aclose(self) -> None:
+            await stream.aclose()
+
+    return Watched()
 
 
 def _describe(exc: BaseException) -> str:
