@@ -133,6 +133,19 @@ def test_both_keys_of_a_session_share_one_cluster_slot(url: str, session: str) -
     assert history_key.startswith("lw:{") and meta_key.endswith(":m")
 
 
+def test_a_session_id_with_a_lone_surrogate_has_keys_of_its_own(url: str) -> None:
+    # Issue 24: a name of any Unicode string; "s\udc00" could not be sent to Redis (UTF-8).
+    store = _store(url)
+    names = ["s\udc00", "s%uDC00", "s\\udc00", "s"]
+    for i, name in enumerate(names):
+        store.update(name, lambda session, i=i: session.warning_buckets.__setitem__("k", i))
+    store.clear_cache()
+    for i, name in enumerate(names):
+        stored = store.peek(name)
+        assert stored is not None and stored.warning_buckets["k"] == i, name
+    assert len({store.keys_for(name) for name in names}) == len(names)
+
+
 def test_distinct_sessions_never_share_keys(url: str) -> None:
     store = _store(url)
     sessions = ["", "%", "{", "%7B", "}", "%7D", "a", "a%", "%25"]

@@ -106,6 +106,9 @@ return {redis.call('HGET', KEYS[2], 'v') or '', redis.call('HGET', KEYS[2], 'met
 """
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def redact_url(url: str) -> str:
     """The URL with user, password and password-like query values replaced by ``***``."""
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
@@ -119,7 +122,12 @@ def _encode_key(session: str) -> str:
     """The session as it appears inside the hash tag: braces and ``%`` escaped, never empty."""
     if not session:
         return "%"  # a bare % cannot come from the escaping below
-    return session.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    key = session.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    if not key.isascii() and _SURROGATE.search(key):
+        # A lone surrogate cannot be sent as UTF-8: written %uDCxx, which no escaped text
+        # holds (every % of the name became %25), so distinct names keep distinct keys.
+        key = _SURROGATE.sub(lambda m: f"%u{ord(m.group()):04X}", key)
+    return key
 
 
 @dataclass(frozen=True)
