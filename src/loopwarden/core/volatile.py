@@ -208,8 +208,9 @@ def _compile_user(pattern: str) -> Any:
     return re2.compile(pattern, options=_re2_options[0])
 
 
-# A lone surrogate (U+D800-U+DFFF), which RE2's UTF-8 input cannot hold.
-_SURROGATE = re.compile("([\ud800-\udfff])")
+# A lone surrogate (U+D800-U+DFFF), which RE2's UTF-8 input cannot hold. A raw string: re reads
+# the escapes, and the source holds no surrogate (which mypyc refuses in a literal).
+_SURROGATE = re.compile(r"([\ud800-\udfff])")
 
 
 @dataclass(frozen=True)

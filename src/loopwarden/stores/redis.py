@@ -106,7 +106,7 @@ return {redis.call('HGET', KEYS[2], 'v') or '', redis.call('HGET', KEYS[2], 'met
 """
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def redact_url(url: str) -> str:
