@@ -273,7 +273,8 @@ def test_numbers_out_of_range_are_clear_errors(tmp_path: Path) -> None:
     huge = "99999999999999999999999"
     limit = _cli("runs", "list", "--limit", huge, "--db", str(db))
     assert limit.returncode == 2 and "Traceback" not in limit.stderr
-    assert f"--limit must be between 1 and {2**63 - 1}, got {huge}" in limit.stderr
+    assert f"--limit must be a whole number between 1 and {2**63 - 1}" in limit.stderr
+    assert f"got '{huge}'" in limit.stderr
     row = _cli("runs", "show", f"#{huge}", "--db", str(db))
     assert row.returncode == 2 and "Traceback" not in row.stderr
     assert f"#{huge}: row numbers go from #1 to #{2**63 - 1}" in row.stderr

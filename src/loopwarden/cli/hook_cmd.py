@@ -164,6 +164,8 @@ def _quiet_logging(agent: str) -> None:
     """Problems go to stderr as one line each; the loop events go to the run records only."""
     import logging
 
+    from loopwarden._terminal import printable
+
     class OneLine(logging.Formatter):
         """``loopwarden hook AGENT: message`` on one line (a traceback would flood the CLI)."""
 
@@ -171,7 +173,8 @@ def _quiet_logging(agent: str) -> None:
             text = record.getMessage()
             if record.exc_info and record.exc_info[1] is not None:
                 text = f"{text}: {_describe(record.exc_info[1])}"
-            return f"loopwarden hook {agent}: " + (text.splitlines() or [""])[0]
+            # Escaped: a --db path or a name may hold ESC or BEL, which a terminal would obey.
+            return printable(f"loopwarden hook {agent}: " + (text.splitlines() or [""])[0])
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLine())

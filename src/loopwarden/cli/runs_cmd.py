@@ -57,9 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="only runs active since WHEN: a duration back from now (30m, 2h, 7d) or an "
         "ISO date/time (2026-11-30, 2026-11-30T14:00, with an optional UTC offset)",
     )
-    listing.add_argument(
-        "--limit", type=int, default=100, metavar="N", help="newest N runs (default 100)"
-    )
+    listing.add_argument("--limit", default="100", metavar="N", help="newest N runs (default 100)")
     add_output_option(listing)
     _add_db_option(listing)
     listing.set_defaults(handler=run_list)
@@ -152,13 +150,20 @@ def _open(args: argparse.Namespace) -> sqlite3.Connection:
 
 def run_list(args: argparse.Namespace) -> int:
     """List runs, newest last."""
-    if not 1 <= args.limit <= _MAX_INT:
-        return _fail(f"--limit must be between 1 and {_MAX_INT}, got {args.limit}")
+    text = str(args.limit)
+    # Not int(): it reads any script's digits ("٣" is 3), which no shell user means.
+    digits = text.isascii() and text.isdigit() and len(text.lstrip("0")) <= len(str(_MAX_INT))
+    if not digits or not 1 <= int(text) <= _MAX_INT:
+        return _fail(
+            f"--limit must be a whole number between 1 and {_MAX_INT}, written with the "
+            f"digits 0-9; got {text!r}"
+        )
+    limit = int(text)
     try:
         since = parse_since(args.since) if args.since else None
         conn = _open(args)
         try:
-            runs = list_runs(conn, since=since, blocked_only=args.blocked, limit=args.limit)
+            runs = list_runs(conn, since=since, blocked_only=args.blocked, limit=limit)
         finally:
             conn.close()
     except (ValueError, RecordsError) as exc:
