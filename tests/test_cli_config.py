@@ -132,15 +132,15 @@ def test_an_oversized_config_is_refused(tmp_path: Path) -> None:
     assert "larger than" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_catastrophic_volatile_pattern_is_refused(tmp_path: Path) -> None:
-    # Issue 13.12: accepted, then 7.5 s per after_tool_call on a 25-character result.
+def test_a_volatile_pattern_re2_cannot_run_is_refused(tmp_path: Path) -> None:
+    # User patterns run on RE2 (issue 24): one it cannot run (a backreference) is a config error.
     path = _write(
-        tmp_path / "c.json", {"tools": {"loopDetection": {"volatilePatterns": ["(a+)+$"]}}}
+        tmp_path / "c.json", {"tools": {"loopDetection": {"volatilePatterns": [r"(\d+)-\1"]}}}
     )
     done = run("config", "check", str(path))
     assert done.returncode == 2, done.stderr
     assert "tools.loopDetection.volatilePatterns[0]" in done.stderr
-    assert "'(a+)+$'" in done.stderr
+    assert "cannot run" in done.stderr and "RE2" in done.stderr
 
 
 def test_a_bare_block_file_means_what_the_same_dict_means(tmp_path: Path) -> None:

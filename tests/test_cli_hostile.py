@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tracemalloc
@@ -162,7 +163,8 @@ def test_config_errors_keep_one_problem_per_line_and_escape_the_rest(
 def test_hooks_status_escapes_control_characters(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     (project / ".claude").mkdir(parents=True)
-    command = f"loopwarden hook claude-code --db x{TITLE}{CR}"
+    # as 'hooks install' writes it (only that is recognised as loopwarden's)
+    command = shlex.join(["/opt/bin/loopwarden", "hook", "claude-code", "--db", f"x{TITLE}{CR}"])
     entry = {"matcher": "*", "hooks": [{"type": "command", "command": command}]}
     (project / ".claude" / "settings.json").write_text(
         json.dumps({"hooks": {"PreToolUse": [entry]}}), encoding="utf-8"
@@ -172,7 +174,7 @@ def test_hooks_status_escapes_control_characters(tmp_path: Path) -> None:
         env.pop(name, None)
     status = _cli("hooks", "status", "claude-code", "--project", str(project), env=env)
     _assert_no_controls(status.stdout + status.stderr)
-    assert r"--db x\x1b]0;pwned\x07\r" in status.stdout
+    assert r"--db 'x\x1b]0;pwned\x07\r'" in status.stdout
 
 
 def test_mcp_proxy_log_lines_escape_control_characters(
@@ -271,7 +273,8 @@ def test_numbers_out_of_range_are_clear_errors(tmp_path: Path) -> None:
     huge = "99999999999999999999999"
     limit = _cli("runs", "list", "--limit", huge, "--db", str(db))
     assert limit.returncode == 2 and "Traceback" not in limit.stderr
-    assert f"--limit must be between 1 and {2**63 - 1}, got {huge}" in limit.stderr
+    assert f"--limit must be a whole number between 1 and {2**63 - 1}" in limit.stderr
+    assert f"got '{huge}'" in limit.stderr
     row = _cli("runs", "show", f"#{huge}", "--db", str(db))
     assert row.returncode == 2 and "Traceback" not in row.stderr
     assert f"#{huge}: row numbers go from #1 to #{2**63 - 1}" in row.stderr

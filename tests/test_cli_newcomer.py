@@ -203,7 +203,8 @@ def test_hooks_status_names_no_other_cli_for_a_missing_program(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     assert main(["hooks", "install", "claude-code"]) == 0
     settings = home / ".claude" / "settings.json"
-    program = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"].split()[0]
+    command = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
+    program = command.split("[ -x ", 1)[1].split()[0]  # the fail-open wrapper tests the program
     settings.write_text(settings.read_text().replace(program, "/gone/python"))
     capsys.readouterr()
     assert main(["hooks", "status", "claude-code", "--output", "json"]) == 1

@@ -173,7 +173,11 @@ def test_claude_code_stop_after_a_successful_call_ends_the_run(db: Path) -> None
         answers.append(hook.send(post))
     assert answers[:2] == [None, None]
     assert answers[2]["continue"] is False
-    assert answers[2]["stopReason"].startswith("CRITICAL: tool Bash repeated 3 times")
+    # the user is told (Claude Code shows stopReason and systemMessage to the user, not the model)
+    assert answers[2]["stopReason"] == answers[2]["systemMessage"]
+    assert answers[2]["systemMessage"].startswith(
+        "loopwarden stopped the turn at a Bash call: CRITICAL: tool Bash repeated 3 times"
+    )
 
 
 def test_codex_answers_only_with_fields_codex_accepts(db: Path) -> None:
@@ -189,15 +193,19 @@ def test_codex_answers_only_with_fields_codex_accepts(db: Path) -> None:
             post["tool_input"] = pre["tool_input"]
             hook.send(post)
     # Codex discards a whole answer that has any other field (a deny next to "continue":
-    # false lets the command run): only hookSpecificOutput, and never "allow".
+    # false lets the command run): only hookSpecificOutput (and the user's systemMessage with a
+    # refusal), and never "allow".
     assert answers[: WARNED - 1] == [None] * (WARNED - 1)
-    for answer in answers[WARNED - 1 :]:
-        assert set(answer) == {"hookSpecificOutput"}
+    assert set(answers[WARNED - 1]) == {"hookSpecificOutput"}
+    for answer in answers[BLOCKED - 1 :]:
+        assert set(answer) == {"hookSpecificOutput", "systemMessage"}
+        # Codex writes "<reason>. Command: <cmd>": the reason must not end with a full stop
+        assert not answer["hookSpecificOutput"]["permissionDecisionReason"].endswith(".")
     assert set(answers[WARNED - 1]["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
     for denied in answers[BLOCKED - 1 :]:  # the block, the stop and a call after the stop
         assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert answers[STOPPED - 1]["hookSpecificOutput"]["permissionDecisionReason"].endswith(
-        STOPPED_TURN
+        STOPPED_TURN.removesuffix(".")
     )
 
 
@@ -205,7 +213,9 @@ def test_codex_post_compaction_stop_replaces_the_output(db: Path) -> None:
     hook = Hook("codex", db, ["profile=openclaw"])
     hook.send(payload("codex", "PostCompact"))
     answers = [hook.send(payload("codex", "PostToolUse", tool_use_id=f"c{n}")) for n in range(3)]
-    assert answers[2] == {"decision": "block", "reason": answers[2]["reason"]}
+    assert set(answers[2]) == {"decision", "reason", "systemMessage"}
+    assert answers[2]["decision"] == "block"
+    assert answers[2]["systemMessage"].startswith("loopwarden stopped the turn at a Bash call")
     assert answers[2]["reason"].startswith("CRITICAL: tool Bash repeated 3 times")
     assert answers[2]["reason"].endswith(STOPPED_TURN)
 
@@ -234,7 +244,8 @@ def test_gemini_cli_warns_after_the_call_and_stops_the_run(db: Path) -> None:
     assert denials == ["before"] * (STOPPED + 1 - len(after_answers))
     blocks = [a for kind, a in seen if kind == "before" and a]
     assert "continue" not in blocks[0]
-    assert blocks[0] == {"decision": "deny", "reason": blocks[0]["reason"]}
+    assert set(blocks[0]) == {"decision", "reason", "systemMessage"}
+    assert blocks[0]["systemMessage"].startswith("loopwarden refused a run_shell_command call: ")
     assert blocks[1]["decision"] == "deny" and blocks[1]["continue"] is False
     assert blocks[1]["stopReason"] == blocks[1]["reason"]
     # Gemini CLI gives no turn id: a new BeforeAgent is a new run.

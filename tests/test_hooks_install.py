@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopwarden.cli import main
+from loopwarden.hooks._install import parse_command
 
 DATA = Path(__file__).parent / "data" / "coding_agents"
 
@@ -57,7 +61,9 @@ def test_install_merges_is_idempotent_and_uninstall_restores(
     assert pre[0] == USER_SETTINGS["hooks"]["PreToolUse"][0]  # the user's own hook, untouched
     assert pre[1]["matcher"] == "*"
     command = pre[1]["hooks"][0]["command"]
-    assert os.path.isabs(command.split()[0]) and command.endswith("hook claude-code")
+    parsed = parse_command(command)
+    assert parsed is not None and os.path.isabs(parsed.program[0])
+    assert (parsed.agent, parsed.options) == ("claude-code", [])
     assert once["hooks"]["SessionStart"] == [
         {"matcher": "compact", "hooks": [{"type": "command", "command": command, "timeout": 30}]}
     ]
@@ -80,7 +86,9 @@ def test_user_scope_files_of_each_cli(home: Path, monkeypatch: pytest.MonkeyPatc
     assert set(gemini) == {"BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "SessionEnd"}
     entry = gemini["BeforeTool"][0]["hooks"][0]
     assert entry["timeout"] == 30_000 and entry["name"] == "loopwarden"  # milliseconds there
-    assert entry["command"].endswith("hook gemini-cli --set profile=openclaw")
+    parsed = parse_command(entry["command"])
+    assert parsed is not None and parsed.agent == "gemini-cli"
+    assert parsed.options == ["--set", "profile=openclaw", "--scope", "user"]
     # Codex caps SessionEnd hooks at 3 s (and warns on every run when asked for more).
     assert codex["SessionEnd"][0]["hooks"][0]["timeout"] == 3
     assert gemini["SessionEnd"][0]["hooks"][0]["timeout"] == 3_000
@@ -96,7 +104,12 @@ def test_the_installed_command_runs_whatever_the_path(tmp_path: Path, home: Path
         input=json.dumps(event),
         capture_output=True,
         text=True,
-        env={"PATH": "/nonexistent", "HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "s")},
+        env={
+            "PATH": "/nonexistent",
+            "HOME": str(home),
+            "XDG_STATE_HOME": str(tmp_path / "s"),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        },
         timeout=60,
     )
     assert done.returncode == 0 and done.stderr == ""
@@ -132,16 +145,25 @@ def test_status_reports_problems_with_exit_code_1(
     assert main(["hooks", "status", "--project", str(project)]) == 0
     assert main(["hooks", "install", "claude-code"]) == 0
     assert main(["hooks", "status", "claude-code", "--project", str(project)]) == 0
-    # A second install with another command, in the project: every call would count twice.
+    # A second install in the project, with other settings: the project's decides, and the
+    # user's stands aside there (so every call is counted once).
     assert main(["hooks", "install", "claude-code", "--project", str(project), "--set", "x=1"]) == 2
     assert main(["hooks", "install", "claude-code", "--project", str(project), "--db", "o.db"]) == 0
-    capsys.readouterr()
+    assert "the project's install" in capsys.readouterr().out
+    assert main(["hooks", "status", "claude-code", "--project", str(project)]) == 0
+    assert "stands aside in this project" in capsys.readouterr().out
+    # A user-level command from before scopes existed would not stand aside: counted twice.
+    settings = home / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace(" --scope user", ""))
     assert main(["hooks", "status", "claude-code", "--project", str(project)]) == 1
-    assert "counted more than once" in capsys.readouterr().out
+    assert "counted by both" in capsys.readouterr().out
+    assert main(["hooks", "install", "claude-code"]) == 0
     # A moved loopwarden: the CLI could not run the hook.
     assert main(["hooks", "uninstall", "claude-code", "--project", str(project)]) == 0
     settings = home / ".claude" / "settings.json"
-    program = read(settings)["hooks"]["Stop"][0]["hooks"][0]["command"].split()[0]
+    parsed = parse_command(read(settings)["hooks"]["Stop"][0]["hooks"][0]["command"])
+    assert parsed is not None
+    program = parsed.program[0]
     settings.write_text(settings.read_text().replace(program, "/gone/python"))
     capsys.readouterr()
     args = ["hooks", "status", "claude-code", "--project", str(project), "--output", "json"]
@@ -149,3 +171,257 @@ def test_status_reports_problems_with_exit_code_1(
     report = json.loads(capsys.readouterr().out)
     user = next(t for t in report["targets"] if t["scope"] == "user")
     assert user["installed"] and any("'/gone/python' is missing" in p for p in user["problems"])
+
+
+# -- the settings files are the user's ---------------------------------------------------------
+
+
+def _project_settings(tmp_path: Path, text: str, agent: str = "claude-code") -> Path:
+    folder = {"claude-code": ".claude", "codex": ".codex", "gemini-cli": ".gemini"}[agent]
+    name = "hooks.json" if agent == "codex" else "settings.json"
+    settings = tmp_path / "proj" / folder / name
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(text, encoding="utf-8")
+    return settings
+
+
+def _cycle(tmp_path: Path, agent: str = "claude-code") -> tuple[int, int]:
+    project = str(tmp_path / "proj")
+    return (
+        main(["hooks", "install", agent, "--project", project]),
+        main(["hooks", "uninstall", agent, "--project", project]),
+    )
+
+
+def test_a_symlinked_settings_file_is_edited_through_the_link(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"model": "sonnet"}\n')
+    link = tmp_path / "proj" / ".claude" / "settings.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles)
+    assert main(["hooks", "install", "claude-code", "--project", str(tmp_path / "proj")]) == 0
+    assert link.is_symlink() and link.resolve() == dotfiles
+    assert "loopwarden" in dotfiles.read_text() and read(dotfiles)["model"] == "sonnet"
+
+
+def test_a_read_only_settings_file_is_not_rewritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = _project_settings(tmp_path, '{"model": "sonnet"}\n')
+    settings.chmod(0o444)
+    for action in ("install", "uninstall"):
+        args = ["hooks", action, "claude-code", "--project", str(tmp_path / "proj")]
+        assert main(args) == (2 if action == "install" else 0)
+    assert settings.read_text() == '{"model": "sonnet"}\n'
+    assert (settings.stat().st_mode & 0o777) == 0o444
+    error = capsys.readouterr().err
+    assert str(settings) in error and "read-only" in error and "Traceback" not in error
+
+
+def test_a_backup_of_the_original_bytes_is_made_before_changing(tmp_path: Path) -> None:
+    original = '{\n    "model": "sonnet"\n}'
+    settings = _project_settings(tmp_path, original)
+    assert main(["hooks", "install", "claude-code", "--project", str(tmp_path / "proj")]) == 0
+    backup = settings.with_name("settings.json.loopwarden-backup")
+    assert backup.read_text() == original
+
+
+def test_numbers_are_written_back_exactly_as_they_were(tmp_path: Path) -> None:
+    text = (
+        '{"huge": 1e400, "exact": 0.1000000000000000000000001,'
+        ' "big": 123456789012345678901234567890, "neg": -1E-400, "plain": 1.50}'
+    )
+    settings = _project_settings(tmp_path, text)
+    assert main(["hooks", "install", "claude-code", "--project", str(tmp_path / "proj")]) == 0
+    written = settings.read_text()
+    for number in ("1e400", "0.1000000000000000000000001", "123456789012345678901234567890"):
+        assert f": {number}" in written, written
+    assert "-1E-400" in written and "1.50" in written and "Infinity" not in written
+
+
+def test_duplicate_keys_are_refused_not_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = '{"hooks": {}, "model": "sonnet", "model": "opus"}\n'
+    settings = _project_settings(tmp_path, text)
+    assert main(["hooks", "install", "claude-code", "--project", str(tmp_path / "proj")]) == 2
+    assert settings.read_text() == text
+    error = capsys.readouterr().err
+    assert "'model'" in error and "twice" in error
+
+
+def test_a_lone_surrogate_round_trips_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    text = '{"title": "a\\ud800b"}'
+    settings = _project_settings(tmp_path, text)
+    assert _cycle(tmp_path) == (0, 0)
+    assert settings.read_text() == text
+    assert sorted(p.name for p in settings.parent.iterdir() if ".tmp" in p.name) == []
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A project whose .claude folder cannot be written to (root included: immutable)."""
+    folder = tmp_path / "proj" / ".claude"
+    folder.mkdir(parents=True)
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    if shutil.which("chattr") is None:
+        pytest.skip("root writes into a 0555 folder, and chattr is missing to prevent it")
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("this file system does not support chattr +i")
+    yield folder
+    subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_read_only_folder_gives_a_clear_error(
+    read_only_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = read_only_folder.parent
+    assert main(["hooks", "install", "claude-code", "--project", str(project)]) == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and "not writable" in error, error
+    assert str(read_only_folder) in error
+    assert list(read_only_folder.iterdir()) == []
+
+
+def test_a_users_own_wrapper_is_not_taken_for_loopwardens(tmp_path: Path) -> None:
+    own = {"type": "command", "command": "log-call.sh && loopwarden hook claude-code"}
+    settings = _project_settings(
+        tmp_path, json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [own]}]}})
+    )
+    assert main(["hooks", "install", "claude-code", "--project", str(tmp_path / "proj")]) == 0
+    assert own in read(settings)["hooks"]["PreToolUse"][0]["hooks"]
+    assert main(["hooks", "uninstall", "claude-code", "--project", str(tmp_path / "proj")]) == 0
+    assert read(settings) == {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [own]}]}}
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
+def test_install_then_uninstall_without_settings_leaves_no_file(tmp_path: Path, agent: str) -> None:
+    (tmp_path / "proj").mkdir()
+    assert _cycle(tmp_path, agent) == (0, 0)
+    assert [p for p in (tmp_path / "proj").rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n    "model": "sonnet",\n    "env": {"A": "1"}\n}\n',
+        '{\n\t"model": "sonnet"\n}',
+        '{"model":"sonnet","hooks":{"Stop":[]}}',
+        '{\n  "model": "sonnet", "x": [1,2]\n}\n',
+    ],
+    ids=["four-spaces", "tabs", "compact", "mixed"],
+)
+def test_uninstall_restores_the_bytes(tmp_path: Path, text: str) -> None:
+    settings = _project_settings(tmp_path, text)
+    assert _cycle(tmp_path) == (0, 0)
+    assert settings.read_bytes() == text.encode()
+
+
+def test_install_keeps_the_files_own_indentation(tmp_path: Path) -> None:
+    settings = _project_settings(tmp_path, '{\n    "model": "sonnet"\n}\n')
+    assert main(["hooks", "install", "claude-code", "--project", str(tmp_path / "proj")]) == 0
+    assert settings.read_text().startswith('{\n    "model": "sonnet",\n    "hooks": {\n        "')
+
+
+# -- the installed command fails open when its program is gone ---------------------------------
+
+
+def _run_command(command: str, stdin: str = "{}") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["/bin/sh", "-c", command], input=stdin, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
+def test_the_command_exits_0_silently_when_its_program_is_missing(
+    tmp_path: Path, agent: str
+) -> None:
+    from loopwarden.hooks._install import hook_command
+
+    for program in ([str(tmp_path / "gone" / "loopwarden")], [sys.executable, "-m", "loopwarden"]):
+        command = hook_command(agent, [], program, package=tmp_path / "gone" / "loopwarden")
+        done = _run_command(command)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), command
+
+
+def test_the_command_passes_the_hooks_exit_code_and_answer_through(tmp_path: Path) -> None:
+    from loopwarden.hooks._install import hook_command
+
+    program = tmp_path / "bin" / "loopwarden"
+    program.parent.mkdir()
+    program.write_text(
+        '#!/bin/sh\ncat >/dev/null\necho "{\\"args\\": \\"$*\\"}"\necho oops >&2\nexit 2\n'
+    )
+    program.chmod(0o755)
+    done = _run_command(hook_command("gemini-cli", ["--set", "a b=1"], [str(program)]))
+    assert done.returncode == 2 and done.stderr == "oops\n"
+    assert json.loads(done.stdout) == {"args": "hook gemini-cli --set a b=1"}
+
+
+# -- switching off, and the user-level hook standing aside --------------------------------------
+
+
+def _hook(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    event = (DATA / "claude-code" / "hook-events" / "PreToolUse.json").read_text()
+    argv = [sys.executable, "-m", "loopwarden", "hook", "claude-code", *args]
+    full = {**os.environ, **env}
+    return subprocess.run(argv, input=event, capture_output=True, text=True, env=full, cwd=cwd)
+
+
+def test_loopwarden_disable_switches_the_hook_off(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    done = _hook(["--db", str(db)], {"LOOPWARDEN_DISABLE": "1"}, tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert not db.exists()
+    done = _hook(["--db", str(db)], {"LOOPWARDEN_DISABLE": "0"}, tmp_path)
+    assert done.returncode == 0 and db.exists()
+
+
+def test_the_user_level_hook_stands_aside_where_the_project_has_its_own(
+    tmp_path: Path, home: Path
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    db = tmp_path / "user.db"
+    env = {"CLAUDE_PROJECT_DIR": str(project), "HOME": str(home)}
+    # no project install: the user's hook decides
+    assert _hook(["--db", str(db), "--scope", "user"], env, project).returncode == 0
+    assert db.exists()
+    db.unlink()
+    assert main(["hooks", "install", "claude-code", "--project", str(project)]) == 0
+    done = _hook(["--db", str(db), "--scope", "user"], env, project)
+    assert (done.returncode, done.stdout, done.stderr, db.exists()) == (0, "", "", False)
+    # the project's own hook is not affected by its own file
+    assert _hook(["--db", str(db)], env, project).returncode == 0 and db.exists()
+
+
+def test_status_reports_a_protection_problem_the_hook_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hook fails open on an unusable state file and records why next to it (the shape of
+    the hook's hook-status.json); status says so with exit code 1 until the file is gone."""
+    assert main(["hooks", "install", "claude-code"]) == 0
+    state = tmp_path / "state" / "loopwarden"
+    state.mkdir(parents=True)
+    record = {
+        "problem": "the state file is not a database: move it away",
+        "db": str(state / "runs.db"),
+        "agent": "claude-code",
+        "since": 1_796_000_000.0,
+        "last": 1_796_000_100.0,
+        "count": 12,
+        "told": ["claude-code:s1"],
+    }
+    (state / "hook-status.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["hooks", "status", "claude-code", "--project", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "Protection problem: the state file is not a database: move it away" in out
+    assert "12 events ran unprotected" in out
+    (state / "hook-status.json").unlink()
+    assert main(["hooks", "status", "claude-code", "--project", str(tmp_path)]) == 0

@@ -302,6 +302,7 @@ def test_an_old_schema_is_migrated_keeping_its_rows(
 
 def test_a_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
     db = tmp_path / "future.db"
+    open_db(db).close()  # loopwarden's tables, then a later version number
     conn = sqlite3.connect(db)
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 5}")
     conn.close()

@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -130,6 +131,19 @@ def test_both_keys_of_a_session_share_one_cluster_slot(url: str, session: str) -
     history_key, meta_key = store.keys_for(session)
     assert key_slot(history_key.encode()) == key_slot(meta_key.encode())
     assert history_key.startswith("lw:{") and meta_key.endswith(":m")
+
+
+def test_a_session_id_with_a_lone_surrogate_has_keys_of_its_own(url: str) -> None:
+    # Issue 24: a name of any Unicode string; "s\udc00" could not be sent to Redis (UTF-8).
+    store = _store(url)
+    names = ["s\udc00", "s%uDC00", "s\\udc00", "s"]
+    for i, name in enumerate(names):
+        store.update(name, lambda session, i=i: session.warning_buckets.__setitem__("k", i))
+    store.clear_cache()
+    for i, name in enumerate(names):
+        stored = store.peek(name)
+        assert stored is not None and stored.warning_buckets["k"] == i, name
+    assert len({store.keys_for(name) for name in names}) == len(names)
 
 
 def test_distinct_sessions_never_share_keys(url: str) -> None:
@@ -652,7 +666,8 @@ def test_killing_the_server_mid_run_then_restarting_it(
     server.start()
     try:
         config = {"enabled": True, "warningThreshold": 2, "criticalThreshold": 4}
-        guard = lw.LoopGuard(config, store=_store(server.url, timeout=0.5))
+        store = _store(server.url, timeout=0.5, breaker_probe_every=0.1)
+        guard = lw.LoopGuard(config, store=store)
         actions = [_loop_call(guard) for _ in range(3)]
         assert actions == ["allow", "allow", "warn"]
         server.stop()
@@ -660,6 +675,7 @@ def test_killing_the_server_mid_run_then_restarting_it(
         assert down == ["allow"] * 3  # on_store_error="allow": calls proceed
         assert any("Redis store at" in r.getMessage() for r in all_logs.records)
         server.start()  # an empty server (no persistence): detection starts over, and works
+        time.sleep(0.15)  # the breaker opened during the outage: past its next probe
         after = [_loop_call(guard) for _ in range(5)]
         assert after == ["allow", "allow", "warn", "allow", "block"]
         assert any("reachable again" in r.getMessage() for r in all_logs.records)
@@ -907,3 +923,84 @@ def test_one_batch_decided_by_two_workers_runs_no_more_calls_than_one_at_a_time(
     assert len(actions) == size
     assert sum(a in ("allow", "warn") for a in actions) == runs_one_by_one
     assert "stop" not in actions
+
+
+# ---------------------------------------------------------------------------------------------
+# A hung server: the circuit breaker (issue 24)
+
+
+def _outage_logs(caplog: pytest.LogCaptureFixture) -> tuple[list[str], list[str], list[str]]:
+    """(error lines, recovery lines, calls refused without trying Redis) from the logs."""
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    errors = [m for level, m in messages if level >= logging.ERROR and "Redis" in m]
+    recovered = [m for _, m in messages if "reachable again after an outage of" in m]
+    refused = [m for _, m in messages if "the call was not tried" in m]
+    return errors, recovered, refused
+
+
+@pytest.fixture()
+def hung_server(tmp_path: Path) -> Iterator[RedisServer]:
+    require_module("redis", "redis")
+    server = RedisServer(
+        require_binary("redis-server", "apt-get install redis-server"), _free_port(), tmp_path
+    )
+    server.start()
+    yield server
+    if server.process is not None:
+        server.process.send_signal(signal.SIGCONT)
+    server.stop()
+
+
+def test_a_hung_redis_is_given_up_on_after_a_few_timeouts_then_probed(
+    hung_server: RedisServer, all_logs: pytest.LogCaptureFixture
+) -> None:
+    # Issue 24: after SIGSTOP of the server every tool call waited for two socket timeouts,
+    # forever, and each logged an ERROR line.
+    store = _store(hung_server.url, timeout=0.3, breaker_probe_every=0.5)
+    config = {"enabled": True, "warningThreshold": 2, "criticalThreshold": 4}
+    guard = lw.LoopGuard(config, store=store)
+    assert [_loop_call(guard) for _ in range(3)] == ["allow", "allow", "warn"]
+    assert hung_server.process is not None
+    hung_server.process.send_signal(signal.SIGSTOP)
+    down = [_loop_call(guard) for _ in range(20)]  # 40 store operations
+    assert down == ["allow"] * 20  # on_store_error="allow"
+    errors, recovered, refused = _outage_logs(all_logs)
+    assert len(errors) == 1, errors  # one line for the outage
+    assert len(refused) >= 30, len(refused)  # decided at once, not after a timeout each
+    hung_server.process.send_signal(signal.SIGCONT)
+    time.sleep(0.6)  # past the next probe
+    # The session's history is still there (a write that timed out may have landed when the
+    # server resumed: the count is 3 or 4), so the loop is blocked at its 4th call.
+    assert [_loop_call(guard) for _ in range(2)][-1] == "block"
+    errors, recovered, _ = _outage_logs(all_logs)
+    assert len(errors) == 1 and len(recovered) == 1, (errors, recovered)
+
+
+def test_a_hung_redis_costs_async_tasks_a_few_timeouts_not_one_each(
+    hung_server: RedisServer, all_logs: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    from loopwarden.stores.redis import AsyncRedisStore
+
+    async def main() -> list[str]:
+        store = AsyncRedisStore(hung_server.url, timeout=0.3, breaker_probe_every=60)
+        guard = lw.LoopGuard({"enabled": True}, store=store)
+        await guard.abefore_tool_call("s0", "exec", {"c": 0})
+        assert hung_server.process is not None
+        hung_server.process.send_signal(signal.SIGSTOP)
+
+        async def task(i: int) -> str:
+            for _ in range(5):  # each task's calls come one after another
+                decision = await guard.abefore_tool_call(f"s{i % 20}", "exec", {"c": i})
+            return decision.action
+
+        actions = await asyncio.gather(*(task(i) for i in range(200)))
+        await store.aclose()
+        return list(actions)
+
+    assert asyncio.run(main()) == ["allow"] * 200
+    errors, _, refused = _outage_logs(all_logs)
+    assert len(errors) == 1, errors
+    # The first wave of calls was in flight before the breaker opened; every later one was not.
+    assert len(refused) >= 4 * 200, len(refused)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import re
+import subprocess
+import sys
 
-from loopwarden.core.volatile import VolatileNormalizer, validate_patterns
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopwarden.core.volatile import VolatileNormalizer, builtin_text, validate_patterns
 
 N = VolatileNormalizer.build()
 
@@ -89,17 +95,29 @@ def test_pattern_validation_names_each_bad_entry() -> None:
     assert problems[1] == "[1]: must be a string, got int"
 
 
-DANGEROUS = [
+# What RE2 cannot run: backreferences, conditionals, lookaround, possessive and atomic parts.
+NOT_RE2 = [
+    r"(\d+)-\1",
+    r"(?P<q>['\"]).*(?P=q)",
+    "(a)?(?(1)b|c)",
+    r"foo(?=bar)",
+    r"(?<!x)y",
+    "a++b",
+    "(?>a+)b",
+]
+# Shapes that make a backtracking engine take exponential or high-polynomial time: RE2 runs
+# them in time linear in the text, so they are accepted. The first four are issue 24's.
+HOSTILE = [
+    "a*a*a*a*a*a*a*a*b",
+    r"\d*\d*\d*\d*\d*\d*x",
+    ".*.*.*.*.*.*=x",
+    "(a{1,4}){1,4}" * 4 + "$",
     "(a+)+$",
     "(a|a)*$",
     "(.*)*x",
     r"(\w+\s?)*$",
     r"(x+x+)+y",
     r"(ab|a)*c",
-    r"(?:a.|ab)*c",
-    r"(\d+)-\1",
-    r"(?P<q>['\"]).*(?P=q)",
-    "(a)?(?(1)b|c)",
     "(?:(?:a*)*)*",
 ]
 REAL_WORLD = [
@@ -119,10 +137,21 @@ REAL_WORLD = [
 ]
 
 
-@pytest.mark.parametrize("pattern", DANGEROUS)
-def test_patterns_that_can_backtrack_exponentially_are_refused(pattern: str) -> None:
+@pytest.mark.parametrize("pattern", NOT_RE2)
+def test_patterns_re2_cannot_run_are_refused_with_the_reason(pattern: str) -> None:
     problems = validate_patterns([r"ok\d+", pattern])
-    assert len(problems) == 1 and problems[0].startswith(f"[1]: {pattern!r}"), problems
+    assert len(problems) == 1 and problems[0].startswith(f"[1]: {pattern!r} cannot run"), problems
+    assert "RE2" in problems[0]
+
+
+def test_an_invalid_pattern_says_so() -> None:
+    (problem,) = validate_patterns(["a)"])
+    assert problem.startswith("[0]: invalid regular expression 'a)'"), problem
+
+
+@pytest.mark.parametrize("pattern", HOSTILE)
+def test_patterns_that_stall_a_backtracking_engine_are_accepted(pattern: str) -> None:
+    assert validate_patterns([pattern]) == []
 
 
 @pytest.mark.parametrize("pattern", REAL_WORLD)
@@ -130,20 +159,64 @@ def test_real_world_patterns_are_accepted(pattern: str) -> None:
     assert validate_patterns([pattern]) == []
 
 
-def test_lenient_resolution_drops_a_dangerous_pattern_and_says_so_once(
+def test_hostile_patterns_finish_on_long_texts() -> None:
+    # Issue 24: `a*a*a*a*a*a*a*a*b` passed the old check and made one after_tool_call on a
+    # 50-character result take 323 s. A child process runs them, so that a stall fails the test
+    # at the deadline instead of hanging the suite; the texts are 100 times the issue's.
+    code = f"""
+from loopwarden.core.volatile import VolatileNormalizer, validate_patterns
+patterns = {HOSTILE!r}
+assert validate_patterns(patterns) == [], validate_patterns(patterns)
+n = VolatileNormalizer.build(patterns)
+assert len(n.extra) == len(patterns)
+for text in ("a" * 5000, "1" * 5000, "ab=" * 2000, "x" * 5000 + "=", "a" * 4000 + "!"):
+    n.normalize({{"stdout": text}})
+print("done")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "done", done.stderr
+
+
+def test_lenient_resolution_drops_a_pattern_re2_cannot_run_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from loopwarden.core.config import resolve_config
 
-    block = {"normalizeVolatile": True, "volatilePatterns": ["(a|a)*$", r"job-\d+"]}
+    block = {"normalizeVolatile": True, "volatilePatterns": [r"(a)\1", r"job-\d+"]}
     with caplog.at_level("WARNING", logger="loopwarden"):
         for _ in range(3):
             assert resolve_config(block).volatile_patterns == (r"job-\d+",)
-    dropped = [r.getMessage() for r in caplog.records if "(a|a)*$" in r.getMessage()]
-    assert len(dropped) == 1 and "volatilePatterns" in dropped[0]
+    dropped = [r.getMessage() for r in caplog.records if r"'(a)\\1'" in r.getMessage()]
+    assert len(dropped) == 1 and "volatilePatterns" in dropped[0], caplog.records
 
 
-def test_the_normalizer_never_runs_a_dangerous_pattern() -> None:
-    custom = VolatileNormalizer.build(["(.*)*x", r"job-\d+"])
+def test_the_normalizer_never_runs_a_refused_pattern() -> None:
+    custom = VolatileNormalizer.build([r"(a)\1", r"job-\d+"])
     assert len(custom.rules) == len(N.rules) + 1
-    assert custom.text("job-7 " + "a" * 40) == "<volatile> " + "a" * 40
+    assert custom.text("job-7 " + "aa" * 40) == "<volatile> " + "aa" * 40
+
+
+def test_a_lone_surrogate_in_a_result_is_kept_and_the_rest_normalised() -> None:
+    custom = VolatileNormalizer.build([r"job-\d+"])
+    assert custom.text("job-1 \udc80 job-2") == "<volatile> \udc80 <volatile>"
+    (problem,) = validate_patterns(["job\udc80"])
+    assert "lone surrogate" in problem
+
+
+# Pieces of patterns both engines accept, and texts short enough for Python's re to match fast.
+_PIECES = st.sampled_from(
+    ["a", "b", "1", "=", "a*", "b+", r"\d*", r"\d+", ".*", ".", "(?:a|ab)", "(a+)+", "[ab]{1,3}",
+     "a?", r"\bx", "(?:=|1)*", "^", "$", r"\s", "(?:A|b)"]
+)  # fmt: skip
+
+
+@given(st.lists(_PIECES, min_size=1, max_size=6), st.booleans(), st.text("ab1= x\t", max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_re2_replaces_what_python_re_replaces(pieces: list[str], fold: bool, text: str) -> None:
+    """On ASCII text without newlines, user patterns mean what they meant under Python's re."""
+    pattern = ("(?i)" if fold else "") + "".join(pieces)
+    assert validate_patterns([pattern]) == []
+    custom = VolatileNormalizer.build([pattern])
+    assert custom.text(text) == re.sub(pattern, "<volatile>", builtin_text(text))

@@ -43,7 +43,8 @@ def _reference_rules(extra: Iterable[str]) -> list[tuple[re.Pattern[str], str, t
     rules = [
         (re.compile(rx), f"<{name}>", _REQUIRED.get(name, ())) for name, rx in BUILTIN_PATTERNS
     ]
-    return rules + [(re.compile(rx), "<volatile>", ()) for rx in extra]
+    # User patterns run on RE2, where \d, \w, \s and \b are ASCII: re.ASCII in Python's terms.
+    return rules + [(re.compile(rx, re.ASCII), "<volatile>", ()) for rx in extra]
 
 
 def reference_text(value: str, extra: Iterable[str] = ()) -> str:

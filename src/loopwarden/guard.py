@@ -885,7 +885,8 @@ def _call_subscriber(callback: Callable[[LoopEvent], None], event: LoopEvent) ->
 def _log_failure(exc: Exception, what: str) -> None:
     """Log a failed store update: the tool call goes on without loop accounting."""
     if isinstance(exc, StoreUnavailableError):
-        logger.error("loop state unavailable (%s): %s", what, exc.message)
+        log = logger.debug if exc.reported else logger.error  # an outage is logged once
+        log("loop state unavailable (%s): %s", what, exc.message)
     else:
         logger.error("loop accounting failed (%s); the tool call proceeds", what, exc_info=exc)
 

@@ -168,13 +168,31 @@ def describe_error(path: Path, exc: sqlite3.Error) -> RecordsError:
             "is released",
             locked=True,
         )
-    if "is full" in text:
+    if "is full" in text or ("disk I/O error" in text and _disk_full(path)):
         return RecordsError(f"the disk holding {path} is full ({text}); free space on it")
     if "unable to open" in text or "readonly" in text:
         return RecordsError(
             f"cannot write {path} ({text}); check the directory exists and is writable"
         )
     return RecordsError(f"{path}: {type(exc).__name__}: {text}")
+
+
+_NEARLY_FULL = 1 << 20  # bytes free below which a disk I/O error is taken for a full disk
+
+
+def _disk_full(path: Path) -> bool:
+    """Whether the file system holding ``path`` is (nearly) full.
+
+    SQLite reports a full disk as "database or disk is full" when a page write fails, but as
+    "disk I/O error" when it cannot grow its WAL index (``-shm``) or journal: the free space
+    tells the two apart.
+    """
+    import shutil  # on failure only: not paid by every hook process
+
+    try:
+        return shutil.disk_usage(path.parent).free < _NEARLY_FULL
+    except OSError:
+        return False
 
 
 def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Connection:
@@ -184,6 +202,14 @@ def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Co
     too-new file. ``timeout`` is how long a write waits for another process's lock.
     """
     db = Path(path) if path is not None else default_db_path()
+    if db.is_symlink():
+        # Followed, a link would make loopwarden create its target or turn whatever file it
+        # names (an empty one, say) into a records database.
+        raise RecordsError(
+            f"{db} is a symbolic link (to {os.readlink(db)}); loopwarden does not write its "
+            "databases through links: give the real file's path instead",
+            permanent=True,
+        )
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -194,6 +220,9 @@ def open_db(path: PathLike | None = None, *, timeout: float = 2.0) -> sqlite3.Co
         # upgrades a read lock into a deadlock with another process.
         conn = sqlite3.connect(db, timeout=timeout, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:  # before WAL mode: such a file is left as it was
+            raise _newer_or_foreign(conn, db, version)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         _migrate(conn, db)
@@ -213,11 +242,7 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version == SCHEMA_VERSION:
         return
     if version > SCHEMA_VERSION:
-        raise RecordsError(
-            f"{path} has records schema version {version}, newer than this loopwarden "
-            f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
-            permanent=True,
-        )
+        raise _newer_or_foreign(conn, path, version)
     conn.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then re-check
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -294,15 +319,32 @@ def _open_checked(
 def _check_readable(conn: sqlite3.Connection, path: Path) -> None:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
-        raise RecordsError(
-            f"{path} has records schema version {version}, newer than this loopwarden "
-            f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
-            permanent=True,
-        )
+        raise _newer_or_foreign(conn, path, version)
+    missing = _missing_table(conn)
+    if version < 1 or missing is not None:
+        raise _not_records(path, missing or "runs")
+
+
+def _missing_table(conn: sqlite3.Connection) -> str | None:
+    """The first table of loopwarden's records schema the file lacks (or lacks columns of)."""
     for table, needed in _READ_COLUMNS.items():
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-        if version < 1 or not needed <= columns:
-            raise _not_records(path, table)
+        if not needed <= columns:
+            return table
+    return None
+
+
+def _newer_or_foreign(conn: sqlite3.Connection, path: Path, version: int) -> RecordsError:
+    """A file whose user_version is past ours: a newer loopwarden's, or another program's
+    database (user_version is any application's to set); loopwarden's tables tell which."""
+    missing = _missing_table(conn)
+    if missing is not None:
+        return _not_records(path, missing)
+    return RecordsError(
+        f"{path} has records schema version {version}, newer than this loopwarden "
+        f"understands ({SCHEMA_VERSION}); upgrade loopwarden to read it",
+        permanent=True,
+    )
 
 
 def _not_records(path: Path, table: str) -> RecordsError:
@@ -344,6 +386,29 @@ def _header_user_version(path: Path) -> int | None:
 _Write = Callable[[sqlite3.Connection], None]
 
 
+def storable(text: str | None) -> str | None:
+    """``text`` as SQLite can store it: any string, a lone surrogate written as ``\\udcNN``.
+
+    Names come from agents, tools and MCP servers: a tool name read with ``surrogateescape``
+    (``"Bash\\udc00"``) cannot be encoded as UTF-8, which SQLite's text is. Such a string is
+    stored with each unencodable character escaped (so it then reads as the name spelt with
+    that escape); every other string is stored as it is. ``None`` stays ``None``.
+    """
+    if text is None:
+        return None
+    if type(text) is not str:
+        text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _text(text: str) -> str:
+    return storable(text) or ""
+
+
 def _run_row(conn: sqlite3.Connection, session: str, run_key: str, now: float) -> int:
     """The latest row of (session, run), created on first sight."""
     row = conn.execute(
@@ -362,11 +427,11 @@ def _run_row(conn: sqlite3.Connection, session: str, run_key: str, now: float) -
 def _write_event(event: LoopEvent) -> _Write:
     def write(conn: sqlite3.Connection) -> None:
         ts = event.timestamp or time.time()
-        run = _run_row(conn, event.session, event.run_id or "", ts)
+        run = _run_row(conn, _text(event.session), _text(event.run_id or ""), ts)
         conn.execute(
             "UPDATE runs SET last_seen = max(last_seen, ?), agent_id = coalesce(agent_id, ?) "
             "WHERE id = ?",
-            (ts, event.agent_id, run),
+            (ts, storable(event.agent_id), run),
         )
         conn.execute(
             "INSERT INTO events (run, ts, type, level, action, detector, count, tool_name, "
@@ -375,19 +440,36 @@ def _write_event(event: LoopEvent) -> _Write:
             (
                 run,
                 ts,
-                event.type,
-                event.level,
-                event.action,
-                event.detector,
+                *(_text(v) for v in (event.type, event.level, event.action, event.detector)),
                 event.count,
-                event.tool_name,
-                event.agent_id,
-                event.message,
-                event.paired_tool_name,
-                event.args_hash,
+                *(storable(v) for v in (event.tool_name, event.agent_id, event.message)),
+                *(storable(v) for v in (event.paired_tool_name, event.args_hash)),
                 event.call,
             ),
         )
+
+    return write
+
+
+RETENTION_DAYS = 30
+"""Days the coding-CLI hooks keep a run's records after it was last active (``runs prune``
+deletes older runs on demand, with any limit)."""
+
+
+def prune_runs(conn: sqlite3.Connection, before: float) -> tuple[int, int]:
+    """Delete the runs last active before ``before`` (epoch seconds) and their events.
+
+    Returns (runs, events) deleted. The caller commits (or runs it in a transaction).
+    """
+    old = "SELECT id FROM runs WHERE last_seen < ?"
+    events = conn.execute(f"DELETE FROM events WHERE run IN ({old})", (before,)).rowcount
+    runs = conn.execute("DELETE FROM runs WHERE last_seen < ?", (before,)).rowcount
+    return int(runs), int(events)
+
+
+def _write_prune(seconds: float) -> _Write:
+    def write(conn: sqlite3.Connection) -> None:
+        prune_runs(conn, time.time() - seconds)
 
     return write
 
@@ -398,7 +480,7 @@ def _write_start(session: str, run_key: str, agent_id: str | None, at: float) ->
         conn.execute(
             "INSERT INTO runs (session, run_key, agent_id, started_at, first_seen, last_seen) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (session, run_key, agent_id, at, at, at),
+            (_text(session), _text(run_key), storable(agent_id), at, at, at),
         )
 
     return write
@@ -413,11 +495,11 @@ def _write_end(
     stop_reason: str | None,
 ) -> _Write:
     def write(conn: sqlite3.Connection) -> None:
-        run = _run_row(conn, session, run_key, at)
+        run = _run_row(conn, _text(session), _text(run_key), at)
         conn.execute(
             "UPDATE runs SET ended_at = ?, outcome = ?, stop_reason = ?, "
             "last_seen = max(last_seen, ?), agent_id = coalesce(agent_id, ?) WHERE id = ?",
-            (at, outcome, stop_reason, at, agent_id, run),
+            (at, storable(outcome), storable(stop_reason), at, storable(agent_id), run),
         )
 
     return write
@@ -428,10 +510,12 @@ class RunRecorder:
 
     Thread-safe; one recorder may serve several guards. Attach it with :meth:`attach`, or give
     ``LoopGuard(record_db=path)``. Errors are logged (once per kind of failure) and never raised.
-    ``batch``: rows written per transaction. The default 1 makes every row durable at once (a
-    live guard); a bulk writer such as a transcript replay passes e.g. 500 and calls
-    :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic seconds) times the
-    back-off after a failure.
+    ``retention``: seconds a run is kept after it was last active; older runs and their
+    events are deleted whenever a run starts (default: kept for ever; the coding-CLI hooks keep
+    :data:`RETENTION_DAYS`). ``batch``: rows written per transaction. The default 1 makes
+    every row durable at once (a live guard); a bulk writer such as a transcript replay passes
+    e.g. 500 and calls :meth:`close` (or :meth:`flush`) at the end. ``clock`` (monotonic
+    seconds) times the back-off after a failure.
     """
 
     def __init__(
@@ -441,6 +525,7 @@ class RunRecorder:
         timeout: float = 2.0,
         batch: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        retention: float | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch must be at least 1 row, got {batch}")
@@ -449,6 +534,7 @@ class RunRecorder:
         self._batch = batch
         self._chunk = max(batch, _FLUSH_ROWS)
         self._clock = clock
+        self._retention = retention
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._disabled: str | None = None
@@ -480,7 +566,10 @@ class RunRecorder:
         self._submit(_write_event(event))
 
     def run_started(self, session: str, run_id: str | None, agent_id: str | None = None) -> None:
-        """Write the start of a run (called by ``LoopGuard.start_run``)."""
+        """Write the start of a run (called by ``LoopGuard.start_run``); with ``retention``
+        (seconds), runs inactive for longer are deleted first, with their events."""
+        if self._retention is not None:
+            self._submit(_write_prune(self._retention))
         self._submit(_write_start(session, run_id or "", agent_id, time.time()))
 
     def run_ended(self, record: RunRecord) -> None:
@@ -595,17 +684,33 @@ class RunRecorder:
         if not self._pending:
             return True
         rows = list(itertools.islice(self._pending, limit))
+        written = 0  # rows applied so far: on a failure, the one at this index failed
         try:
             with _transaction(self._conn):
                 for write in rows:
                     write(self._conn)
-        except sqlite3.Error as exc:
-            self._fail(describe_error(self.path, exc))
+                    written += 1
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error) and not _row_error(exc):
+                self._fail(describe_error(self.path, exc))
+            else:  # a value no row can hold: drop that row, never block the queue with it
+                self._drop_bad_row(written, exc)
             return False
         for _ in rows:
             self._pending.popleft()
         self._recovered()
         return True
+
+    def _drop_bad_row(self, index: int, exc: Exception) -> None:
+        """Drop the row that failed for what it holds, so the rows behind it are written."""
+        del self._pending[index]
+        self._dropped += 1
+        logger.error(
+            "run records: a row that cannot be stored in %s was dropped (%s); the rows "
+            "waiting behind it are written as usual",
+            self.path,
+            type(exc).__name__,
+        )
 
     def _recovered(self) -> None:
         self._retry_delay = 0.0
@@ -614,6 +719,12 @@ class RunRecorder:
             dropped = f"; {self._dropped} rows were dropped meanwhile" if self._dropped else ""
             logger.info("run records: writing to %s again%s", self.path, dropped)
             self._last_error = None
+
+
+def _row_error(exc: sqlite3.Error) -> bool:
+    """True when ``exc`` is about a row's values (a parameter that cannot be bound), not the
+    database; ProgrammingError and friends are subclasses of DatabaseError."""
+    return type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError)
 
 
 @contextmanager
@@ -732,10 +843,15 @@ def list_runs(
 def find_runs(
     conn: sqlite3.Connection, run: str, *, session: str | None = None
 ) -> list[RunSummary]:
-    """Runs whose run id is ``run`` (or whose row number is ``#N``), oldest first."""
+    """Runs whose run id is ``run`` (or whose row number is ``#N``, or ``N`` when no run has
+    that id), oldest first."""
     params: list[Any]
     if run.startswith("#") and run[1:].isdigit():
         where, params = "r.id = ?", [int(run[1:])]
+    elif run.isascii() and run.isdigit() and int(run) < 2**63:
+        absent = "NOT EXISTS (SELECT 1 FROM runs WHERE run_key = ?)"
+        where = f"(r.run_key = ? OR (r.id = ? AND {absent}))"
+        params = [run, int(run), run]
     else:
         where, params = "r.run_key = ?", [run]
     if session is not None:

@@ -9,11 +9,23 @@ nonessential-traffic switch the CLI has is set; the model server is the caller's
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 # Where `npm ci --prefix tests/coding_agents` puts the pinned CLIs.
 BIN = Path(__file__).resolve().parent / "node_modules" / ".bin"
+
+
+def _python_env() -> dict[str, str]:
+    """What the hook's Python must keep from the tests' environment: the loopwarden under test
+    (``PYTHONPATH`` in a checkout) and loopwarden's own settings (``LOOPWARDEN_*``)."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key == "PYTHONPATH" or key.startswith("LOOPWARDEN_")
+    }
 
 
 def claude_env(home: Path) -> dict[str, str]:
@@ -28,7 +40,7 @@ def claude_env(home: Path) -> dict[str, str]:
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
-    }
+    } | _python_env()
 
 
 def claude_argv(claude: Path, prompt: str, *options: str) -> list[str]:
@@ -71,7 +83,7 @@ def codex_env(home: Path, codex_home: Path) -> dict[str, str]:
         "HOME": str(home),
         "CODEX_HOME": str(codex_home),
         "FAKE_OPENAI_KEY": "sk-test",
-    }
+    } | _python_env()
 
 
 def codex_argv(codex: Path, *args: str) -> list[str]:
@@ -111,10 +123,28 @@ def gemini_env(home: Path) -> dict[str, str]:
         "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless mode refuses untrusted folders
         "GEMINI_TELEMETRY_ENABLED": "false",
         "NO_COLOR": "1",
-    }
+    } | _python_env()
 
 
 def gemini_argv(gemini: Path, prompt: str, *, resume: bool = False) -> list[str]:
     """One headless ``gemini -p`` turn that may run every tool, printing JSON."""
     argv = [str(gemini), "-p", prompt, "-m", GEMINI_MODEL, "--yolo", "--output-format", "json"]
     return argv + (["--resume", "latest"] if resume else [])
+
+
+def install_then_remove_loopwarden(
+    agent: str, scope: list[str], env: dict[str, str], folder: Path
+) -> None:
+    """``loopwarden hooks install AGENT SCOPE`` run from a copy of the ``loopwarden`` command,
+    which is then deleted: the settings keep the hook of a loopwarden that is gone, as after
+    ``pip uninstall loopwarden``."""
+    found = shutil.which("loopwarden")
+    assert found, "loopwarden is not on PATH (pip install -e .)"
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / "loopwarden"
+    shutil.copy2(found, copy)
+    argv = [str(copy), "hooks", "install", agent, *scope]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert str(copy) in done.stdout, done.stdout  # the command names the copy
+    copy.unlink()

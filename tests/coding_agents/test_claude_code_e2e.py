@@ -92,6 +92,14 @@ class Project:
         assert done.returncode == 0, done.stderr
         return done.stdout
 
+    def shown_to_user(self, session_id: str) -> list[str]:
+        """The hooks' messages to the user (``systemMessage``) in the session's transcript."""
+        projects = Path(self.env["HOME"]) / ".claude" / "projects"
+        [transcript] = projects.rglob(f"{session_id}.jsonl")
+        lines = [json.loads(line) for line in transcript.read_text().splitlines() if line]
+        attachments = [line.get("attachment") or {} for line in lines]
+        return [a["content"] for a in attachments if a.get("type") == "hook_system_message"]
+
     def install(self, *options: str) -> None:
         """``loopwarden hooks install claude-code --project DIR`` with extra options."""
         self.lw("hooks", "install", "claude-code", "--project", str(self.work), *options)
@@ -157,6 +165,13 @@ def test_failing_command_loop_is_blocked_at_its_fourth_call(
     # afterwards, the user can find the run: blocked, then stopped (the second block)
     listed = project.lw("runs", "list", "--blocked")
     assert f"claude-code:{run.session_id()}" in listed and "stopped" in listed
+    # the person at the keyboard was told of the block and of the stop: the messages Claude Code
+    # shows to the user (systemMessage), as its session transcript records them
+    shown = project.shown_to_user(run.session_id())
+    assert [m.split(":")[0] for m in shown] == [
+        "loopwarden refused a Bash call",
+        *["loopwarden stopped the turn at a Bash call"] * (10 - BLOCKED_CALL),
+    ], shown
 
 
 def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path) -> None:
@@ -171,6 +186,60 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
     assert not any(r.get("is_error") for r in results)
     assert "CRITICAL" not in run.seen_text() and "WARNING: You have called" not in run.seen_text()
     assert run.session_id() not in project.lw("runs", "list", "--blocked")
+
+
+def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:
+    """``pip uninstall loopwarden`` with the hook still in the settings: the hook's command
+    finds no program and answers nothing, so every call runs, with no hook error."""
+    count = tmp_path / "count"
+    scope = ["--project", str(project.work)]
+    from _clis import install_then_remove_loopwarden
+
+    install_then_remove_loopwarden("claude-code", scope, project.env, tmp_path / "gone")
+    run = project.run(RepeatCommand(commands=[failing(count)] * 6), count)
+    assert run.executions == 6, run.explain()
+    assert all("FAIL: 3 tests failed" in block_text(r) for r in run.results())
+    assert "hook error" not in run.stdout.lower() and "not found" not in run.stdout, run.explain()
+
+
+def test_user_and_project_installs_count_each_call_once_with_the_projects_settings(
+    project: Project, tmp_path: Path
+) -> None:
+    """loopwarden in the user's settings (OpenClaw's thresholds: nothing fires within 8 calls)
+    and in the project's (the recommended profile): Claude Code runs both hooks, the user's
+    stands aside, and the loop is refused at its 4th call exactly as the project's settings
+    say (with both deciding, the counts mixed: neither profile's behaviour)."""
+    count, user_db = tmp_path / "count", tmp_path / "user-install.db"
+    user = ["--user", "--set", "profile=openclaw", "--db", str(user_db)]
+    project.lw("hooks", "install", "claude-code", *user)
+    project.install()
+    model = RepeatCommand(commands=[failing(count)] * 8, final_text="Giving up.")
+    run = project.run(model, count)
+    assert run.executions == BLOCKED_CALL - 1, run.explain()
+    results = run.results()
+    assert [BLOCKED in block_text(r) for r in results][:BLOCKED_CALL] == [False] * (
+        BLOCKED_CALL - 1
+    ) + [True], run.explain()
+    # one refusal shown to the user per refused call: the user-level hook said nothing
+    shown = project.shown_to_user(run.session_id())
+    assert len(shown) == 8 - (BLOCKED_CALL - 1), shown
+    # and it kept no state of its own: it never handled an event
+    assert not user_db.exists()
+
+
+def test_loopwarden_disable_switches_the_guard_off_for_one_session(
+    project: Project, tmp_path: Path
+) -> None:
+    """``LOOPWARDEN_DISABLE=1`` in the CLI's environment: the installed hook lets every call
+    through, with no message, and records nothing."""
+    count = tmp_path / "count"
+    project.install()
+    project.env["LOOPWARDEN_DISABLE"] = "1"
+    run = project.run(RepeatCommand(commands=[failing(count)] * 8), count)
+    assert run.executions == 8, run.explain()
+    assert BLOCKED not in run.seen_text() and "WARNING" not in run.seen_text()
+    assert project.shown_to_user(run.session_id()) == []
+    assert not list((tmp_path / "state").rglob("*.db"))
 
 
 def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_guard(
@@ -189,5 +258,9 @@ def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_gu
     # after the compaction the model sees the kept 4th call, 3 more real failures, then refusals
     after = [COMPACTION_STOP in block_text(r) for r in run.results()]
     assert after == [False] * 4 + [True] * 5, run.explain()
+    # the user was told why the run ended (headless, Claude Code's result is "" all the same)
+    shown = project.shown_to_user(run.session_id())
+    assert shown and shown[0].startswith("loopwarden stopped the turn at a Bash call: "), shown
+    assert COMPACTION_STOP in shown[0], shown
     assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
     assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")

@@ -200,6 +200,10 @@ def test_failing_command_loop_is_blocked_at_its_fourth_call(
         run.explain()
     )
     assert all(out.startswith(CODEX_DENIED) for out in outputs[RAN:]), run.explain()
+    # Codex appends ". Command: <cmd>" to the reason: one full stop, not two
+    assert not any(".. Command:" in out for out in outputs), run.explain()
+    # codex exec shows the person at the keyboard each refusal, with loopwarden's reason
+    assert run.stderr.count(f"{CODEX_DENIED}CRITICAL") == 10 - RAN, run.explain()
     # The last-chance call ran with the warning: a developer message right before its output.
     last_chance = run.request_with(LAST_CHANCE_CALL)
     assert WARNED in _developer_text(last_chance), run.explain()
@@ -301,6 +305,86 @@ def test_a_new_turn_does_not_inherit_the_previous_turns_history(
     warnings = [m for m in messages(second.request_with(both), "developer") if WARNED in m]
     assert len(warnings) == 2, second.explain()
     assert f"called Bash {per_turn - 1} times" in warnings[1], second.explain()
+
+
+def test_with_loopwarden_uninstalled_every_call_runs(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """``pip uninstall loopwarden`` with the hook still in hooks.json: the hook's command finds
+    no program and answers nothing, so every call runs (Codex ran them before the command's
+    guard too, as a failed hook does not block there; this keeps it so)."""
+    count = tmp_path / "count"
+    env = codex_env(tmp_path / "home", tmp_path / "codex-home")
+    from _clis import install_then_remove_loopwarden
+
+    install_then_remove_loopwarden("codex", ["--user"], env, tmp_path / "gone")
+    run = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
+    assert run.executions == 6, run.explain()
+    assert all("FAIL: 3 tests failed" in out for out in run.outputs()), run.explain()
+
+
+def _hooks_codex_lists(codex: Path, env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Codex's own list of hooks and their trust (``codex app-server``, ``hooks/list``)."""
+    requests = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}},
+    ]
+    argv = [str(codex), "app-server"]
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=cwd
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        for request in requests:
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", **request}) + "\n")
+        server.stdin.flush()
+        for line in server.stdout:
+            message = json.loads(line)
+            if message.get("id") == 2:
+                server.kill()
+                return [h for entry in message["result"]["data"] for h in entry["hooks"]]
+    raise AssertionError("codex app-server did not answer hooks/list")
+
+
+def test_hooks_status_says_when_codex_does_not_trust_loopwardens_hooks(tmp_path: Path) -> None:
+    """Codex runs a hook only once the user trusted its exact definition, and skips it without
+    a word otherwise: ``hooks status`` asks Codex, and says so until the entries are trusted
+    (also from Codex's trust records alone, when codex is not on PATH)."""
+    codex = _support.require_cli("codex")
+    home, codex_home, work = tmp_path / "home", tmp_path / "codex-home", tmp_path / "work"
+    for folder in (home, codex_home, work):
+        folder.mkdir()
+    env = codex_env(home, codex_home) | {"XDG_STATE_HOME": str(tmp_path / "state")}
+    with_codex = env | {"PATH": f"{codex.parent}{os.pathsep}{env['PATH']}"}
+    without_codex = env | {
+        "PATH": os.pathsep.join(
+            p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "codex").exists()
+        )
+    }
+    loopwarden = shutil.which("loopwarden") or "loopwarden"
+
+    def status(environment: dict[str, str]) -> tuple[int, str]:
+        argv = [loopwarden, "hooks", "status", "codex", "--project", str(work)]
+        done = subprocess.run(argv, env=environment, capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout
+
+    install = [loopwarden, "hooks", "install", "codex", "--user"]
+    assert subprocess.run(install, env=env, capture_output=True, timeout=60).returncode == 0
+    for environment in (with_codex, without_codex):
+        code, out = status(environment)
+        assert code == 1 and "not trusted, so Codex does not run them" in out, out
+        assert "PreToolUse" in out and "/hooks" in out, out
+    # Trust them as Codex's /hooks screen does: the hook's current hash, under its key.
+    listed = _hooks_codex_lists(codex, with_codex, work)
+    assert {h["trustStatus"] for h in listed} == {"untrusted"}
+    records = "".join(
+        f'[hooks.state."{h["key"]}"]\ntrusted_hash = "{h["currentHash"]}"\n' for h in listed
+    )
+    (codex_home / "config.toml").write_text(records)
+    assert {h["trustStatus"] for h in _hooks_codex_lists(codex, with_codex, work)} == {"trusted"}
+    for environment in (with_codex, without_codex):
+        code, out = status(environment)
+        assert code == 0 and "not trusted" not in out, out
 
 
 def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden(

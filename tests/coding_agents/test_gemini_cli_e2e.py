@@ -202,6 +202,10 @@ def test_failing_command_loop_is_blocked_at_its_fourth_call(
     assert len(results) == BLOCKED_CALL, run.explain()
     assert output(results[RAN]).startswith(DENIED) and BLOCKED in output(results[RAN])
     assert STOPPED in run.stderr, run.explain()
+    # and the person at the keyboard was told of the block and of the stop (systemMessage)
+    shown = "Hook system message: loopwarden {} a run_shell_command call: CRITICAL"
+    assert shown.format("refused") in run.stderr, run.explain()
+    assert shown.format("stopped the turn at") in run.stderr, run.explain()
     # `loopwarden runs` explains it, under the CLI's own session id
     [record] = project.blocked_runs()
     assert record["session"] == f"gemini-cli:{json.loads(run.stdout)['session_id']}"
@@ -286,6 +290,21 @@ def test_uninstall_gives_back_the_users_settings(project: Project, tmp_path: Pat
     run = project.run(RepeatCommand(failing(count), times=6), count)
     assert run.executions == 6, run.explain()
     assert _own_hook_calls(seen) == ["AfterTool"] * 6
+
+
+def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:
+    """``pip uninstall loopwarden`` with the hook still in the settings: the hook's command
+    finds no program and answers nothing, so every call runs (a command that cannot start is a
+    refusal to Gemini CLI: it refused every prompt before it reached the model)."""
+    count = tmp_path / "count"
+    scope = ["--project", str(project.work)]
+    from _clis import install_then_remove_loopwarden
+
+    install_then_remove_loopwarden("gemini-cli", scope, project.env, tmp_path / "gone")
+    run = project.run(RepeatCommand(failing(count), times=6, final_text="Done."), count)
+    assert run.executions == 6, run.explain()
+    assert len(run.results()) == 6 and not any(output(r).startswith(DENIED) for r in run.results())
+    assert json.loads(run.stdout)["response"] == "Done.", run.explain()
 
 
 def test_a_corrupted_state_file_fails_open(project: Project, tmp_path: Path) -> None:

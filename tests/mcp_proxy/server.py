@@ -89,6 +89,17 @@ def crash() -> str:
 
 
 @app.tool()
+def die_mid_answer(ctx: Context, size: int) -> str:  # type: ignore[type-arg]
+    """Write the first ``size`` bytes of a large answer to stdout, then die, as a server
+    killed while sending a 22 MB result would (the answer's id comes first, as the SDK's)."""
+    _count("die_mid_answer")
+    head = {"jsonrpc": "2.0", "id": ctx.request_context.request_id}
+    start = json.dumps(head)[:-1] + ', "result": {"content": [{"type": "text", "text": "'
+    os.write(1, start.encode() + b"x" * size)
+    os._exit(3)
+
+
+@app.tool()
 async def hang() -> str:
     """Never answer; a cancellation from the client is counted as ``hang_cancelled``."""
     _count("hang")
@@ -194,7 +205,17 @@ def main() -> None:
     parser.add_argument(
         "--once", metavar="FILE", help="start only if FILE does not exist (then create it)"
     )
+    parser.add_argument(
+        "--api-key", help="ignored: a secret on the command line, which the proxy must not show"
+    )
+    parser.add_argument(
+        "--slow-start", type=float, default=0.0, metavar="SECONDS", help="wait before serving"
+    )
     args = parser.parse_args()
+    if args.slow_start:
+        import time
+
+        time.sleep(args.slow_start)  # a server that is slow to start (npx fetching a package)
     if args.once:
         if os.path.exists(args.once):
             sys.exit(7)  # a server that cannot be restarted

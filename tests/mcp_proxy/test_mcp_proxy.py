@@ -558,8 +558,12 @@ def test_malformed_result_gives_a_clear_error(counter: Path, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("spec", "shown"),
     [
-        ({"command": ("npx", "-y", "@mcp/server-files", "/home/me")}, "npx server-files"),
-        ({"command": ("python", "srv.py", "--token", "s3cret")}, "python srv.py"),
+        ({"command": ("npx", "-y", "@mcp/server-files", "/home/me")}, "npx"),
+        ({"command": ("python", "srv.py", "--token", "s3cret")}, "python"),
+        ({"command": ("bash", "-c", "exec server.py --api-key s3cret")}, "bash"),
+        ({"command": ("/opt/srv/bin/files", "s3cret")}, "files"),
+        ({"command": ("python", "s3cret"), "name": "files"}, "files"),
+        ({"url": "https://mcp.example.com/mcp", "name": "files"}, "files"),
         (
             {"url": "https://u:s3cret@mcp.example.com:8443/mcp?key=s3cret"},
             "https://mcp.example.com:8443/mcp",
@@ -570,6 +574,32 @@ def test_server_names_in_messages_leave_out_secrets(spec: dict[str, Any], shown:
     from loopwarden.mcp_proxy import DownstreamSpec
 
     assert DownstreamSpec(**spec).describe() == shown
+
+
+def test_a_crash_never_shows_the_server_arguments_to_the_client_or_the_log(
+    counter: Path, tmp_path: Path
+) -> None:
+    # Issue 24: a crash answered "the MCP server 'bash server.py --api-key SECRET' is not
+    # available" to the client (and so to the model), and logged the same.
+    errlog_path = tmp_path / "proxy-stderr.txt"
+    inner = f"exec {sys.executable} {SERVER} --api-key s3cret-key-value"
+    shown: list[str] = []
+
+    async def body() -> None:
+        for options in ((), ("--name", "test-files")):
+            argv = proxy_argv(*options, server=("bash", "-c", inner))
+            with errlog_path.open("a") as errlog:
+                async with connect(argv, env_for(counter), errlog=errlog) as session:
+                    crashed = await session.call_tool("crash", {})
+            assert crashed.isError
+            shown.append(texts(crashed)[0])
+
+    run(body)
+    assert "'bash' is not available" in shown[0], shown
+    assert "'test-files' is not available" in shown[1], shown
+    log = errlog_path.read_text()
+    assert "s3cret" not in "".join(shown) + log
+    assert "MCP server bash:" in log and "MCP server test-files:" in log, log
 
 
 def test_missing_server_command_fails_fast_with_a_clear_message(counter: Path) -> None:
@@ -922,6 +952,95 @@ def _documented_entry() -> tuple[str, dict[str, Any]]:
     return name, entry
 
 
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "printf", "version": "0"},
+    },
+}
+_REQUESTS = [
+    _INIT,
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "last words"}},
+    },
+]
+
+
+def _answers_after_input_closes(
+    argv: list[str], counter: Path, requests: list[dict[str, Any]] = _REQUESTS
+) -> dict[Any, Any]:
+    """Send every request at once, close the proxy's stdin, read what it answers (every line
+    the client gets must be a whole JSON-RPC message)."""
+    data = "".join(json.dumps(message) + "\n" for message in requests)
+    done = subprocess.run(
+        argv, input=data, capture_output=True, text=True, env=env_for(counter), timeout=LIMIT
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return {answer.get("id"): answer for answer in answers}
+
+
+def test_requests_sent_before_the_client_closes_its_input_are_all_answered(
+    counter: Path,
+) -> None:
+    # Issue 24: `printf '<initialize>\n<tools/list>\n' | loopwarden mcp-proxy -- <a server
+    # that takes 3 s to start>` printed nothing: the proxy waited 2 s for the server and exited.
+    argv = proxy_argv(server=(sys.executable, str(SERVER), "--slow-start", "3"))
+    answers = _answers_after_input_closes(argv, counter)
+    assert set(answers) == {1, 2, 3}, answers
+    assert answers[1]["result"]["serverInfo"]["name"] == "loopwarden-test-server"
+    assert "echo" in {tool["name"] for tool in answers[2]["result"]["tools"]}
+    assert answers[3]["result"]["content"][0]["text"] == "last words"
+
+
+def test_requests_sent_before_the_client_closes_its_input_are_answered_over_http(
+    counter: Path, http_port: Any
+) -> None:
+    argv = [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--url", _url(http_port[0])]
+    answers = _answers_after_input_closes(argv, counter)
+    assert set(answers) == {1, 2, 3}, answers
+    assert answers[3]["result"]["content"][0]["text"] == "last words"
+
+
+def _call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def test_a_server_dying_mid_answer_never_sends_the_client_a_broken_message(
+    counter: Path,
+) -> None:
+    # Issue 24: 7.3 MB of a 22 MB line reached the client, then the isError answer.
+    requests = [*_REQUESTS[:2], _call(3, "die_mid_answer", {"size": 3_000_000})]
+    answers = _answers_after_input_closes(proxy_argv(), counter, requests)
+    assert set(answers) == {1, 3}, answers
+    assert answers[3]["result"]["isError"] is True
+    assert "is not available" in answers[3]["result"]["content"][0]["text"]
+    assert executions(counter)["die_mid_answer"] == 1
+
+
+def test_an_http_server_dying_mid_call_gives_the_error_result(
+    counter: Path, http_port: Any
+) -> None:
+    # Issue 24: a JSON-RPC -32000 (mcp 2.x) or no answer until the call timeout (mcp 1.x).
+    argv = [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--url", _url(http_port[0])]
+    requests = [*_REQUESTS[:2], _call(3, "crash", {})]
+    answers = _answers_after_input_closes(argv, counter, requests)
+    assert set(answers) == {1, 3}, answers
+    result = answers[3]["result"]
+    assert result["isError"] is True, answers[3]
+    assert "in the middle of an answer" in result["content"][0]["text"], result
+
+
 def test_documented_client_entry_works_as_written(tmp_path: Path) -> None:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -980,8 +1099,8 @@ def test_http_downstream_restarted_server_is_reconnected(counter: Path, http_por
 
 
 def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
-    """Multi-megabyte answers: passed on as they arrive, yet a repeat still warns and blocks."""
-    size = 3_000_000  # past the size at which an answer is passed on while it arrives
+    """Multi-megabyte answers pass whole, and a repeat still warns and blocks."""
+    size = 3_000_000  # several reads of 1 MiB each
     warn, critical = 2, 4
 
     async def body() -> None:
@@ -992,7 +1111,7 @@ def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
             results = [await session.call_tool("blob", {"size": size}) for _ in range(critical + 1)]
         assert dumped(results[0]) == direct and len(texts(results[0])[0]) == size
         # Before call k the history holds k-1 identical calls with identical results.
-        assert dumped(results[warn - 1]) == direct  # streamed: nothing to add
+        assert dumped(results[warn - 1]) == direct  # nothing to add
         warned = texts(results[warn])  # the 3rd call: a warning known before it ran
         assert len(warned) == 2 and warned[0] == texts(results[0])[0]
         assert warned[1].startswith("WARNING:")

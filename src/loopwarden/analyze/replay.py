@@ -238,10 +238,11 @@ class Replayer:
                     self.guard.on_compaction_retry(session, run_id=run_id)
                 continue
             report.tools.append(item.tool)
-            cost.add(item, stopped)
+            cost.add(item, stopped and not item.refused)
             if stopped:
                 report.timeline.append(NOT_RUN)
-                report.saved.append(len(report.tools) - 1)
+                if not item.refused:  # refused by the live hook: it did not run anyway
+                    report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
             stopped = self._replay_call((session, run_id), item, report)
@@ -265,8 +266,8 @@ class Replayer:
         )
         _note(report, index, call.tool, before)
         _preview(report, index, call, before.action)
-        if before.action in ("block", "stop"):
-            report.saved.append(index)  # this call would not have run
+        if before.action in ("block", "stop") and not call.refused:
+            report.saved.append(index)  # this call would not have run (and it did)
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:

@@ -52,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the state and run-records file "
         "(default: $XDG_STATE_HOME/loopwarden/runs.db, or ~/.local/state/loopwarden/runs.db)",
     )
+    parser.add_argument(
+        "--scope",
+        choices=("user", "project"),
+        default="project",
+        help="the settings it was installed in: a user-level hook stands aside in a project "
+        "that has loopwarden's hook of its own (written by 'hooks install')",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,6 +81,11 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
+    from loopwarden.hooks._scope import skip
+
+    if skip(args.agent, args.scope):  # switched off, or the project's own install decides
+        sys.stdin.buffer.read()  # the CLI is writing the event: take it, never a broken pipe
+        return 0
     from loopwarden.core import _lazylog
     from loopwarden.core.canonical import _set_fast_encoder
 
@@ -157,6 +169,8 @@ def _quiet_logging(agent: str) -> None:
     """Problems go to stderr as one line each; the loop events go to the run records only."""
     import logging
 
+    from loopwarden._terminal import printable
+
     class OneLine(logging.Formatter):
         """``loopwarden hook AGENT: message`` on one line (a traceback would flood the CLI)."""
 
@@ -164,7 +178,8 @@ def _quiet_logging(agent: str) -> None:
             text = record.getMessage()
             if record.exc_info and record.exc_info[1] is not None:
                 text = f"{text}: {_describe(record.exc_info[1])}"
-            return f"loopwarden hook {agent}: " + (text.splitlines() or [""])[0]
+            # Escaped: a --db path or a name may hold ESC or BEL, which a terminal would obey.
+            return printable(f"loopwarden hook {agent}: " + (text.splitlines() or [""])[0])
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLine())

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +25,27 @@ from loopwarden.cli._options import add_config_options, error_text
 from loopwarden.hooks._install import (
     SettingsError,
     Target,
-    command_words,
+    dump_settings,
     hook_command,
     install,
     installed,
     missing_events,
-    read_settings,
+    open_settings,
+    parse_command,
+    restore_settings,
     settings_path,
     uninstall,
     write_settings,
 )
 from loopwarden.hooks._protocol import AGENTS
+from loopwarden.hooks._scope import DISABLE_VARIABLE
 from loopwarden.records import default_db_path
 
+STATUS_FILE = "hook-status.json"
+"""Next to a state file: the hook's latest problem with it (absent when there is none)."""
+
 _NAMES = {"claude-code": "Claude Code", "codex": "Codex", "gemini-cli": "Gemini CLI"}
+_COMMANDS = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
 
 # What a user must still do after installing, per CLI (each was seen to be needed).
 _AFTERWORD = {
@@ -131,25 +139,57 @@ def _install(args: argparse.Namespace) -> int:
     target = settings_path(args.agent, args.project)
     try:
         options = _checked_options(args)
-        merged = install(read_settings(target.path), args.agent, hook_command(args.agent, options))
+        if target.scope == "user":  # it stands aside where a project has its own install
+            options += ["--scope", "user"]
+        file = open_settings(target.path)
+        merged = install(file.data, args.agent, hook_command(args.agent, options))
+        if args.print_only:
+            sys.stdout.write(dump_settings(merged, file.raw).decode("utf-8"))
+            return 0
+        write_settings(file, merged, args.agent)
     except SettingsError as exc:
         return _refuse(target, exc)
     except ValueError as exc:  # ConfigError and --set problems: their text says where
         print(f"error: {error_text(exc)}", file=sys.stderr)
         return 2
-    if args.print_only:
-        print(json.dumps(merged, indent=2, ensure_ascii=False))
-        return 0
-    write_settings(target.path, merged)
     events = installed(merged, args.agent)
     command = next(iter(events.values()))[0]
     print(f"Installed loopwarden's hooks for {_NAMES[args.agent]} in {_shown(target.path)}")
     print(f"  events:  {printable(', '.join(events))}")
     print(f"  command: {printable(command)}")
+    if file.raw is not None:
+        print(f"  backup:  {_shown(file.backup)} (the file as it was; uninstall puts it back)")
+    other = _other_scope(target, args.project)
+    if other is not None:
+        print(f"  note:    {_scope_note(target, other)}")
     if args.agent in _AFTERWORD:
         print(f"  note:    {_AFTERWORD[args.agent]}")
     print("Why a call was blocked: loopwarden runs list --blocked, then loopwarden runs show RUN")
+    print(f"Switch it off for one session: {DISABLE_VARIABLE}=1 {_COMMANDS[args.agent]}")
     return 0
+
+
+def _other_scope(target: Target, project: Path | None) -> Target | None:
+    """The other scope's settings file, when it holds loopwarden's hook too."""
+    other = settings_path(target.agent, None if target.scope == "project" else Path.cwd())
+    if other.path.resolve() == target.path.resolve():
+        return None
+    try:
+        found = installed(open_settings(other.path).data, target.agent)
+    except SettingsError:
+        return None
+    return other if found else None
+
+
+def _scope_note(target: Target, other: Target) -> str:
+    """What happens with an install in both scopes (the project's decides)."""
+    project = target if target.scope == "project" else other
+    user = other if project is target else target
+    return (
+        f"loopwarden's hook is also in {_shown(other.path)}. In this project the project's "
+        f"install ({_shown(project.path)}) decides and the user's ({_shown(user.path)}) stands "
+        "aside, so every call is counted once, with the project's settings."
+    )
 
 
 def _checked_options(args: argparse.Namespace) -> list[str]:
@@ -174,16 +214,20 @@ def _checked_options(args: argparse.Namespace) -> list[str]:
 def _uninstall(args: argparse.Namespace) -> int:
     target = settings_path(args.agent, args.project)
     try:
-        settings = read_settings(target.path)
+        file = open_settings(target.path)
+        found = installed(file.data, args.agent)
+        if not found:
+            print(f"loopwarden's hooks are not in {_shown(target.path)}: nothing to do")
+            return 0
+        done = restore_settings(file, uninstall(file.data, args.agent), args.agent)
     except SettingsError as exc:
         return _refuse(target, exc)
-    found = installed(settings, args.agent)
-    if not found:
-        print(f"loopwarden's hooks are not in {_shown(target.path)}: nothing to do")
-        return 0
-    write_settings(target.path, uninstall(settings, args.agent))
     print(f"Removed loopwarden's hooks for {_NAMES[args.agent]} from {_shown(target.path)}")
     print(f"  events: {printable(', '.join(found))}")
+    if done == "restored":
+        print("  the file holds the bytes it had before loopwarden's install again")
+    elif done == "removed":
+        print("  the file held nothing else and was created by loopwarden: removed")
     return 0
 
 
@@ -214,14 +258,23 @@ def _status(args: argparse.Namespace) -> int:
         for scope_dir in (None, project)
     ]
     for agent in args.agents or AGENTS:
-        _flag_duplicates([r for r in reports if r["agent"] == agent])
-    records = str(default_db_path())
+        ours = [r for r in reports if r["agent"] == agent]
+        _judge_scopes(ours)
+        if agent == "codex":
+            _check_codex_trust([r for r in ours if r["installed"]], project)
+    records = default_db_path()
+    protection = _protection_problems(_databases(reports))
     if args.output == "json":
-        print(json.dumps({"targets": reports, "records": records}, indent=2))
+        body = {"targets": reports, "records": str(records), "protection": protection}
+        print(json.dumps(body, indent=2))
     else:
         _print_status(reports)
-        print(f"State and run records: {records} (loopwarden runs list --blocked)")
-    return 1 if any(r["problems"] for r in reports) else 0
+        for problem in protection:
+            print(f"Protection problem: {printable(problem)}")
+        print(f"State and run records: {_shown(records)} (loopwarden runs list --blocked)")
+        print(f"Switch the hooks off for one session: {DISABLE_VARIABLE}=1 before the CLI")
+    failed = protection or any(r["problems"] for r in reports)
+    return 1 if failed else 0
 
 
 def _inspect(target: Target) -> dict[str, Any]:
@@ -232,9 +285,10 @@ def _inspect(target: Target) -> dict[str, Any]:
         "installed": False,
         "events": {},
         "problems": [],
+        "notes": [],
     }
     try:
-        settings = read_settings(target.path)
+        settings = open_settings(target.path).data
     except SettingsError as exc:
         report["problems"].append(str(exc))
         return report
@@ -254,18 +308,29 @@ def _inspect(target: Target) -> dict[str, Any]:
 
 
 def _command_problems(command: str) -> list[str]:
-    words = command_words(command)
-    program = words[0] if words else None
-    if program is None or not (os.path.isfile(program) and os.access(program, os.X_OK)):
+    parsed = parse_command(command)
+    if parsed is None:  # installed() found it, so it parses; kept for the type checker
+        return [f"the hook's command cannot be read: {command!r}"]
+    program = parsed.program[0]
+    if not parsed.needs:  # written before the command tested for its own program
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            return [
+                f"the hook's program {program!r} is missing: the CLI cannot run it (Gemini CLI "
+                "then refuses every prompt); run 'loopwarden hooks install' again (the new "
+                "command lets every call through when loopwarden is gone)"
+            ]
+    elif not (os.access(parsed.needs[0], os.X_OK) and all(map(os.path.isfile, parsed.needs))):
         return [
-            f"the hook's program {program!r} is missing: the CLI cannot run it, so no call "
-            "is guarded; run 'loopwarden hooks install' again"
+            f"the hook's program {program!r} is missing (loopwarden was uninstalled or moved): "
+            "the hook lets every call through unchecked; run 'loopwarden hooks install' again "
+            "with the loopwarden you use, or 'loopwarden hooks uninstall'"
         ]
     from loopwarden.cli._options import config_block_from_args
 
-    config = _option_values(words, "--config")
+    options = parsed.options
+    config = _option_values(options, "--config")
     check = argparse.Namespace(
-        config=config[0] if config else None, agent=None, overrides=_option_values(words, "--set")
+        config=config[0] if config else None, agent=None, overrides=_option_values(options, "--set")
     )
     try:
         config_block_from_args(check)
@@ -278,16 +343,215 @@ def _option_values(words: list[str], option: str) -> list[str]:
     return [words[i + 1] for i, word in enumerate(words[:-1]) if word == option]
 
 
-def _flag_duplicates(reports: list[dict[str, Any]]) -> None:
-    """Entries in both scopes with different commands run twice per event: calls count double."""
-    commands = {c for r in reports for commands in r["events"].values() for c in commands}
-    if len(commands) > 1:
-        for report in reports:
-            if report["installed"]:
-                report["problems"].append(
-                    "loopwarden is installed more than once with different commands, so every "
-                    "tool call is counted more than once: uninstall one of them"
-                )
+def _judge_scopes(reports: list[dict[str, Any]]) -> None:
+    """A user-level and a project-level install: the project's decides, if the user's knows to
+    stand aside (``--scope user``); an older user-level command would count every call twice."""
+    user = next((r for r in reports if r["scope"] == "user" and r["installed"]), None)
+    project = next((r for r in reports if r["scope"] == "project" and r["installed"]), None)
+    if user is None or project is None or user["path"] == project["path"]:
+        return
+    commands = [parse_command(c) for cs in user["events"].values() for c in cs]
+    if all(p is not None and _option_values(p.options, "--scope") == ["user"] for p in commands):
+        user["notes"].append(
+            f"stands aside in this project: the project's install ({project['path']}) "
+            "decides, so every call is counted once, with the project's settings"
+        )
+        return
+    user["problems"].append(
+        "installed in the project too, and this user-level command does not know to stand "
+        "aside, so every call is counted by both: run 'loopwarden hooks install "
+        f"{user['agent']} --user' again"
+    )
+
+
+def _protection_problems(databases: list[Path]) -> list[str]:
+    """What the hook recorded about its own state (a corrupt, foreign or read-only database...):
+    ``hook-status.json`` next to each state file, written while the hook fails open and
+    removed by the first event that can use the state again."""
+    found = []
+    for db in dict.fromkeys(databases):
+        try:
+            data = json.loads((db.parent / STATUS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        problem = data.get("problem") if isinstance(data, dict) else None
+        if not isinstance(problem, str):
+            continue
+        count = data.get("count")
+        since = data.get("since")
+        when = ""
+        if isinstance(since, (int, float)):
+            stamp = datetime.fromtimestamp(since, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+            when = f", since {stamp} UTC"
+        times = f"{count} events" if isinstance(count, int) else "events"
+        found.append(
+            f"{problem} (state {db}; {times} ran unprotected{when}; the hook lets every call "
+            "through until it is fixed)"
+        )
+    return found
+
+
+def _databases(reports: list[dict[str, Any]]) -> list[Path]:
+    """The state files of the installed hooks: the default one and each ``--db``."""
+    found = [default_db_path()]
+    for report in reports:
+        for commands in report["events"].values():
+            for command in commands:
+                parsed = parse_command(command)
+                if parsed is not None:
+                    found += [Path(db) for db in _option_values(parsed.options, "--db")]
+    return found
+
+
+# -- Codex's trust ---------------------------------------------------------------------------
+
+_CODEX_FIX = (
+    "Codex skips a hook you have not trusted, without a word: start codex, run /hooks and "
+    "trust loopwarden's entries (codex exec --dangerously-bypass-hook-trust runs them "
+    "without review)"
+)
+
+
+def _check_codex_trust(reports: list[dict[str, Any]], project: Path) -> None:
+    """Say which of loopwarden's Codex entries Codex will not run because they are not trusted.
+
+    Codex itself is asked (``codex app-server``, ``hooks/list``: the trust of each hook, as
+    its ``/hooks`` screen shows it); without ``codex`` on PATH, its trust records in
+    ``config.toml`` are read (an entry with no record there is certainly not trusted).
+    """
+    if not reports:
+        return
+    listed = _codex_hooks(project)
+    for report in reports:
+        if listed is None:
+            untrusted = _untrusted_by_records(report)
+            how = "no trust record in Codex's config.toml"
+        elif not any(_same_file(h.get("sourcePath"), report["path"]) for h in listed):
+            report["problems"].append(
+                "Codex does not load this file here (a project's .codex/ is read only in a "
+                "project you trust): start codex in the project and trust it"
+            )
+            continue
+        else:
+            untrusted = sorted(
+                {
+                    _event_name(str(h.get("eventName", "")))
+                    for h in listed
+                    if _same_file(h.get("sourcePath"), report["path"])
+                    and (p := parse_command(str(h.get("command", "")))) is not None
+                    and p.agent == "codex"
+                    and h.get("trustStatus") not in ("trusted", "managed")
+                }
+            )
+            how = "Codex reports them untrusted or changed since you trusted them"
+        if untrusted:
+            report["problems"].append(
+                f"not trusted, so Codex does not run them: {', '.join(untrusted)} ({how}). "
+                + _CODEX_FIX
+            )
+
+
+def _codex_hooks(project: Path) -> list[dict[str, Any]] | None:
+    """Codex's own list of hooks with their trust (``None`` when codex cannot be asked)."""
+    import shutil
+    import subprocess
+
+    codex = shutil.which("codex")
+    if codex is None:
+        return None
+    requests: list[dict[str, Any]] = [
+        {
+            "id": 1,
+            "method": "initialize",
+            "params": {"clientInfo": {"name": "loopwarden", "version": "1"}},
+        },
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(project.resolve())]}},
+    ]
+    text = "".join(json.dumps({"jsonrpc": "2.0", **r}) + "\n" for r in requests)
+    try:
+        with subprocess.Popen(
+            [codex, "app-server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=project if project.is_dir() else None,
+        ) as server:
+            assert server.stdin is not None and server.stdout is not None
+            server.stdin.write(text)
+            server.stdin.flush()
+            answer = _reply(server.stdout, 2)
+            server.kill()
+    except (OSError, ValueError):
+        return None
+    try:
+        return [h for entry in answer["result"]["data"] for h in entry["hooks"]]
+    except (KeyError, TypeError):
+        return None
+
+
+def _reply(stream: Any, request: int) -> dict[str, Any]:
+    """The JSON-RPC reply to ``request`` (the app server sends notifications in between)."""
+    import select
+    import time
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        line = stream.readline()
+        if not line:
+            break
+        message = json.loads(line)
+        if isinstance(message, dict) and message.get("id") == request:
+            return message
+    raise ValueError("codex app-server did not answer")
+
+
+def _untrusted_by_records(report: dict[str, Any]) -> list[str]:
+    """loopwarden's events in a Codex hooks.json with no trust record in Codex's config."""
+    import importlib
+
+    try:
+        tomllib = importlib.import_module("tomllib")
+    except ImportError:  # Python 3.10: no TOML reader in the standard library
+        return []
+    from loopwarden.hooks._paths import user_settings
+
+    config = Path(user_settings("codex")).with_name("config.toml")
+    try:
+        text = config.read_text(encoding="utf-8") if config.exists() else ""
+        records = tomllib.loads(text).get("hooks", {}).get("state", {})
+        settings = open_settings(Path(report["path"])).data
+    except (OSError, ValueError):
+        return []
+    missing = set()
+    for event, groups in settings.get("hooks", {}).items():
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for h, entry in enumerate(entries if isinstance(entries, list) else []):
+                key = f"{report['path']}:{_snake(event)}:{g}:{h}"
+                ours = isinstance(entry, dict) and parse_command(str(entry.get("command", "")))
+                if ours and not (
+                    isinstance(records.get(key), dict) and records[key].get("trusted_hash")
+                ):
+                    missing.add(event)
+    return sorted(missing)
+
+
+def _snake(event: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in event).lstrip("_")
+
+
+def _event_name(wire: str) -> str:
+    """Codex's ``preToolUse`` as its settings name it: ``PreToolUse``."""
+    return wire[:1].upper() + wire[1:]
+
+
+def _same_file(a: object, b: str) -> bool:
+    return isinstance(a, str) and os.path.realpath(a) == os.path.realpath(b)
 
 
 def _print_status(reports: list[dict[str, Any]]) -> None:
@@ -300,5 +564,7 @@ def _print_status(reports: list[dict[str, Any]]) -> None:
             print(f"    events:  {printable(', '.join(report['events']))}")
             for command in commands:
                 print(f"    command: {printable(command)}")
+        for note in report["notes"]:
+            print(f"    note:    {printable(note)}")
         for problem in report["problems"]:
             print(f"    problem: {printable(problem)}")

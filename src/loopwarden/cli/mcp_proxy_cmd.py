@@ -53,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--url", metavar="URL", help="a streamable-HTTP MCP server to wrap")
     parser.add_argument(
+        "--name",
+        metavar="NAME",
+        help="what error answers and log lines call the server (default: the program's file "
+        "name, or the URL without credentials and query; never the arguments)",
+    )
+    parser.add_argument(
         "--header",
         metavar="'NAME: VALUE'",
         action="append",
@@ -168,6 +174,7 @@ def _downstream_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "url": args.url,
         "headers": _parse_headers(args.header),
         "connect_timeout": args.connect_timeout,
+        "name": args.name,
     }
 
 

@@ -2,6 +2,7 @@
 
 loopwarden runs list [--blocked] [--since WHEN] [--limit N] [--db PATH] [--output text|json]
 loopwarden runs show RUN_ID [--session S] [--db PATH] [--json]
+loopwarden runs prune [--older-than DURATION] [--db PATH]
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from typing import Any
 from loopwarden._terminal import printable
 from loopwarden.cli._options import add_output_option
 from loopwarden.records import (
+    RETENTION_DAYS,
     RecordsError,
     RunSummary,
     default_db_path,
+    describe_error,
     find_runs,
     list_runs,
+    open_db,
     open_readonly,
+    prune_runs,
     run_events,
 )
 
@@ -52,9 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="only runs active since WHEN: a duration back from now (30m, 2h, 7d) or an "
         "ISO date/time (2026-11-30, 2026-11-30T14:00, with an optional UTC offset)",
     )
-    listing.add_argument(
-        "--limit", type=int, default=100, metavar="N", help="newest N runs (default 100)"
-    )
+    listing.add_argument("--limit", default="100", metavar="N", help="newest N runs (default 100)")
     add_output_option(listing)
     _add_db_option(listing)
     listing.set_defaults(handler=run_list)
@@ -62,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "show",
         help="the loop events of one run, in order",
         description="Show one run: its start, end, outcome and every loop event in order. "
-        "RUN_ID is the run id, or #N for the row number printed by 'runs list'.",
+        "RUN_ID is the run id, or N (#N) for the row number printed by 'runs list' (a run "
+        "whose id is N comes first).",
     )
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--session", metavar="S", help="only the run of this session")
@@ -73,6 +77,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _add_db_option(show)
     show.set_defaults(handler=run_show)
+    prune = actions.add_parser(
+        "prune",
+        help="delete old runs and their events",
+        description="Delete the runs last active longer ago than DURATION, with their loop "
+        f"events, then compact the file. The coding-CLI hooks do the same with "
+        f"{RETENTION_DAYS} days at each new turn.",
+    )
+    prune.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        default=f"{RETENTION_DAYS}d",
+        help=f"a duration such as 12h, 7d, 8w (default {RETENTION_DAYS}d)",
+    )
+    _add_db_option(prune)
+    prune.set_defaults(handler=run_prune)
 
 
 def _add_db_option(parser: argparse.ArgumentParser) -> None:
@@ -131,13 +150,20 @@ def _open(args: argparse.Namespace) -> sqlite3.Connection:
 
 def run_list(args: argparse.Namespace) -> int:
     """List runs, newest last."""
-    if not 1 <= args.limit <= _MAX_INT:
-        return _fail(f"--limit must be between 1 and {_MAX_INT}, got {args.limit}")
+    text = str(args.limit)
+    # Not int(): it reads any script's digits ("٣" is 3), which no shell user means.
+    digits = text.isascii() and text.isdigit() and len(text.lstrip("0")) <= len(str(_MAX_INT))
+    if not digits or not 1 <= int(text) <= _MAX_INT:
+        return _fail(
+            f"--limit must be a whole number between 1 and {_MAX_INT}, written with the "
+            f"digits 0-9; got {text!r}"
+        )
+    limit = int(text)
     try:
         since = parse_since(args.since) if args.since else None
         conn = _open(args)
         try:
-            runs = list_runs(conn, since=since, blocked_only=args.blocked, limit=args.limit)
+            runs = list_runs(conn, since=since, blocked_only=args.blocked, limit=limit)
         finally:
             conn.close()
     except (ValueError, RecordsError) as exc:
@@ -240,3 +266,44 @@ def _print_run(run: RunSummary, events: list[Any]) -> None:
         if event.args_hash:
             print(f"      signature {printable(event.args_hash)}")
         print(f"      {printable(event.message)}")
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    """Delete runs (and their events) last active before now minus ``--older-than``."""
+    match = _DURATION.match(args.older_than)
+    if not match:
+        return _fail(
+            f"--older-than {args.older_than!r}: expected a duration such as 12h, 7d or "
+            f"{RETENTION_DAYS}d"
+        )
+    path: Path = args.db if args.db is not None else default_db_path()
+    if not path.exists():
+        return _fail(f"no run records at {path}: nothing to prune")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    try:
+        conn = open_db(path, timeout=10.0)
+        try:
+            with conn:
+                runs, events = prune_runs(conn, time.time() - seconds)
+            conn.execute("VACUUM")  # give the freed pages back to the file system
+        finally:
+            conn.close()
+    except RecordsError as exc:
+        return _fail(str(exc))
+    except sqlite3.Error as exc:
+        return _fail(str(describe_error(path, exc)))
+    plural = "run" if runs == 1 else "runs"
+    print(
+        f"Deleted {runs} {plural} and {events} loop events last active more than "
+        f"{_spelled(args.older_than)} ago from {printable(str(path))}"
+    )
+    return 0
+
+
+def _spelled(duration: str) -> str:
+    """``30d`` as ``30 days``."""
+    match = _DURATION.match(duration)
+    assert match is not None
+    names = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}
+    number = match.group(1)
+    return f"{number} {names[match.group(2)]}{'' if number == '1' else 's'}"

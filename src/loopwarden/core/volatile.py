@@ -8,20 +8,12 @@ replaced by fixed placeholders, so repeats of one failure hash the same. Pure fu
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from loopwarden.core._lazylog import get_logger
-
-# The stdlib's own regex parser (already loaded by `re`), to check user patterns' structure.
-# Imported by name: the type stubs know neither re._parser (3.11+) nor what it returns.
-_sre_parse: Any = importlib.import_module(
-    "re._parser" if sys.version_info >= (3, 11) else "sre_parse"
-)
 
 _log = get_logger("loopwarden")
 
@@ -196,14 +188,75 @@ def builtin_text(value: str) -> str:
     return value
 
 
+_re2_options: list[Any] = []  # RE2's options, made on first use (the module loads lazily)
+
+
+def _compile_user(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (raises ``re2.error`` or ``UnicodeEncodeError``).
+
+    ``re2`` is imported here, not at the top: a hook process whose config has no user pattern
+    never pays for loading it. Errors are raised, not also printed to stderr by RE2's own log.
+    """
+    if not _re2_options:
+        import re2
+
+        options = re2.Options()
+        options.log_errors = False
+        _re2_options.append(options)
+    import re2
+
+    return re2.compile(pattern, options=_re2_options[0])
+
+
+# A lone surrogate (U+D800-U+DFFF), which RE2's UTF-8 input cannot hold. A raw string: re reads
+# the escapes, and the source holds no surrogate (which mypyc refuses in a literal).
+_SURROGATE = re.compile(r"([\ud800-\udfff])")
+
+
+@dataclass(frozen=True)
+class _UserRule:
+    """One user pattern, compiled by RE2; matches are replaced by ``<volatile>``."""
+
+    regex: Any
+
+    def apply(self, value: str) -> str:
+        try:
+            return self._replace(value)
+        except UnicodeEncodeError:  # a lone surrogate (text read with surrogateescape)
+            # RE2 reads UTF-8: run on the pieces between the surrogates, which stay as they are.
+            pieces = _SURROGATE.split(value)
+            return "".join(
+                piece if i % 2 else self._replace(piece) for i, piece in enumerate(pieces)
+            )
+
+    def _replace(self, value: str) -> str:
+        # Not regex.sub: google-re2 repeats an empty match found past where its search began
+        # ("$" on "1" gives two), where Python's re.sub replaces it once.
+        pieces: list[str] = []
+        end = 0
+        last = (-1, -1)
+        for match in self.regex.finditer(value):
+            span: tuple[int, int] = match.span()
+            if span == last:
+                continue
+            last = span
+            pieces.append(value[end : span[0]])
+            pieces.append("<volatile>")
+            end = span[1]
+        if not pieces:
+            return value
+        pieces.append(value[end:])
+        return "".join(pieces)
+
+
 @dataclass(frozen=True)
 class VolatileNormalizer:
     """Compiled volatile patterns; ``normalize(value)`` returns a normalised copy."""
 
-    extra: tuple[_Rule, ...] = ()  # the user's volatilePatterns, applied after the built-ins
+    extra: tuple[_UserRule, ...] = ()  # the user's volatilePatterns, applied after the built-ins
 
     @property
-    def rules(self) -> tuple[_Rule, ...]:
+    def rules(self) -> tuple[_Rule | _UserRule, ...]:
         """Every rule in the order it applies: the built-ins, then the user's patterns."""
         return (_UUID, _TIMESTAMP, _HEX, _CLOCK, _DURATION, _PID, _ATTEMPT, _LINE, *self.extra)
 
@@ -211,13 +264,13 @@ class VolatileNormalizer:
     def build(cls, extra_patterns: Iterable[str] = ()) -> VolatileNormalizer:
         """Compile the built-in patterns plus user ``volatilePatterns`` (regular expressions)."""
         safe = safe_patterns(extra_patterns, "VolatileNormalizer.build")
-        return cls(tuple(_Rule(re.compile(rx), "<volatile>") for rx in safe))
+        return cls(tuple(_UserRule(_compile_user(rx)) for rx in safe))
 
     def text(self, value: str) -> str:
         """Replace every volatile span of a string with ``<kind>``."""
         value = builtin_text(value)
         for rule in self.extra:
-            value = rule.pattern.sub(rule.replacement, value)
+            value = rule.apply(value)
         return value
 
     def normalize(self, value: Any) -> Any:
@@ -282,10 +335,9 @@ class _Walk:
 
 
 def validate_patterns(patterns: object) -> list[str]:
-    """Problems with a ``volatilePatterns`` value: a list of valid regular expressions, each safe.
+    """Problems with a ``volatilePatterns`` value: a list of regular expressions RE2 can run.
 
-    Safe means it cannot backtrack exponentially (see :func:`pattern_problem`). Each problem
-    starts with the pattern's index, ``[i]: ``.
+    See :func:`pattern_problem`. Each problem starts with the pattern's index, ``[i]: ``.
     """
     if not isinstance(patterns, list):
         return [f"must be a list of regular expressions, got {type(patterns).__name__}"]
@@ -298,119 +350,41 @@ def validate_patterns(patterns: object) -> list[str]:
 
 
 def pattern_problem(pattern: object) -> str | None:
-    """Why a user pattern is refused (not a string, invalid, unsafe), or ``None`` if it is fine."""
+    """Why a user pattern is refused (not a string, invalid, not runnable by RE2), or ``None``.
+
+    User patterns run on RE2, whose matching time grows linearly with the text whatever the
+    pattern: a hand-written check for patterns that make a backtracking engine (Python's
+    ``re``) take exponential or high-polynomial time always misses some shape
+    (``a*a*a*a*a*a*a*a*b`` took 323 s on 50 characters). RE2 has no backreferences, lookaround,
+    conditional groups, atomic groups or possessive repeats: a pattern using them is refused.
+    """
     if not isinstance(pattern, str):
         return f"must be a string, got {type(pattern).__name__}"
     try:
+        _compile_user(pattern)
+    except UnicodeEncodeError:
+        return f"{pattern!r} is not valid Unicode text (it holds a lone surrogate)"
+    except Exception as exc:  # re2.error; imported lazily, so named by its message only
+        reason = _re2_reason(exc)
+    else:
+        return None
+    try:
         re.compile(pattern)
-        unsafe = _unsafe_reason(_sre_parse.parse(pattern))
     except re.error as exc:
         return f"invalid regular expression {pattern!r}: {exc}"
-    except RecursionError:  # compiles, but nests groups too deep to analyse: refuse it
-        unsafe = "groups nested too deep to check"
-    if unsafe is None:
-        return None
+    except RecursionError:
+        pass
     return (
-        f"{pattern!r} is refused: {unsafe}, which lets matching take exponential time on "
-        "some texts and stall a tool call; rewrite it so each part of a text can be matched "
-        "one way only (see the volatilePatterns rules)"
+        f"{pattern!r} cannot run on the linear-time regular-expression engine (RE2) that "
+        f"volatilePatterns use: {reason}; rewrite it without backreferences, lookahead or "
+        "lookbehind, conditional or atomic groups and possessive repeats (see the "
+        "volatilePatterns rules)"
     )
 
 
-# What the safety check refuses. Python's regex engine backtracks: a pattern that can match one
-# text in many ways (a quantifier over a group that can match different lengths, or over
-# alternatives that can start alike) tries all of them before failing, 2^n for n characters:
-# "(a+)+$" took 7.5 s on 25 characters, doubling per character. Backreferences are refused too:
-# no engine matches them in linear time. A bounded quantifier over a group of nearly fixed
-# length (an IPv4 address: (?:\d{1,3}\.){3}) can only try a handful of ways and is allowed.
-_REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
-_BACKREFERENCES = frozenset({"GROUPREF", "GROUPREF_EXISTS", "GROUPREF_IGNORE"})
-_SMALL_REPEAT = 4  # at most this many repetitions of a group whose length varies by this much
-
-
-def _unsafe_reason(items: Any, under_repeat: bool = False) -> str | None:
-    """Why a parsed pattern (``sre_parse`` items) can backtrack exponentially, or ``None``."""
-    for op, arg in items:
-        name = str(op)
-        if name in _BACKREFERENCES:
-            return "it uses a backreference"
-        if name in _REPEATS:
-            reason = _repeat_reason(arg, under_repeat)
-        elif name == "BRANCH":
-            reason = _branch_reason(arg[1], under_repeat)
-        elif name == "SUBPATTERN":
-            reason = _unsafe_reason(arg[3], under_repeat)
-        elif name in ("ASSERT", "ASSERT_NOT"):
-            reason = _unsafe_reason(arg[1], under_repeat)
-        elif name == "ATOMIC_GROUP":
-            reason = _unsafe_reason(arg, under_repeat)
-        else:
-            reason = None
-        if reason is not None:
-            return reason
-    return None
-
-
-def _repeat_reason(arg: Any, under_repeat: bool) -> str | None:
-    _low, high, body = arg
-    if high <= 1:  # `?`: one way more at most, not a loop
-        return _unsafe_reason(body, under_repeat)
-    shortest, longest = body.getwidth()
-    bounded_small = high <= _SMALL_REPEAT and longest - shortest <= _SMALL_REPEAT
-    if shortest != longest and not bounded_small:
-        return "a quantifier repeats a part that can match different lengths (as in (a+)+)"
-    return _unsafe_reason(body, True)
-
-
-def _branch_reason(alternatives: list[Any], under_repeat: bool) -> str | None:
-    if under_repeat and _may_overlap(alternatives):
-        return "a quantifier repeats alternatives that can match the same text (as in (a|a)*)"
-    for alternative in alternatives:
-        reason = _unsafe_reason(alternative, under_repeat)
-        if reason is not None:
-            return reason
-    return None
-
-
-def _may_overlap(alternatives: list[Any]) -> bool:
-    """False only when every alternative surely starts with a character no other one starts with."""
-    seen: set[int] = set()
-    for alternative in alternatives:
-        first = _first_chars(alternative)
-        if first is None or first & seen:
-            return True
-        seen |= first
-    return False
-
-
-def _first_chars(items: Any) -> set[int] | None:
-    """The characters a match of ``items`` can start with (both cases), or ``None`` if unknown."""
-    if not items:
-        return None
-    op, arg = items[0]
-    name = str(op)
-    if name == "SUBPATTERN":
-        return _first_chars(arg[3])
-    if name == "LITERAL":
-        codes = {arg}
-    elif name == "IN" and all(str(o) in ("LITERAL", "RANGE") for o, _ in arg):
-        codes = set()
-        for o, a in arg:
-            if str(o) == "LITERAL":
-                codes.add(a)
-            elif a[1] - a[0] > 0xFF:
-                return None
-            else:
-                codes.update(range(a[0], a[1] + 1))
-    else:
-        return None
-    return {c for code in codes for c in _cases(code)}
-
-
-def _cases(code: int) -> set[int]:
-    # Conservative under (?i): a character overlaps its other case too.
-    char = chr(code)
-    return {ord(c) for c in (char, char.lower(), char.upper()) if len(c) == 1}
+def _re2_reason(exc: BaseException) -> str:
+    reason = exc.args[0] if exc.args else exc
+    return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
 
 
 _reported: set[str] = set()

@@ -11,11 +11,14 @@ import json
 import os
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from loopwarden.hooks._paths import user_settings
 
 # Events each CLI must send to loopwarden, with the matcher of the entry ("" = no matcher).
 _EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -52,12 +55,6 @@ _TIMEOUT_SECONDS = 30  # far above the hook's milliseconds; the CLI kills a hung
 # Codex caps SessionEnd hooks at 3 s and says so on every run when asked for more.
 _EVENT_TIMEOUTS = {"SessionEnd": 3}
 
-# A hook command that runs loopwarden's hook for an agent: `.../loopwarden hook AGENT ...` or
-# `python -m loopwarden hook AGENT ...`, quoted or not.
-_OURS = re.compile(
-    r"""(?:^|[\s/'"])loopwarden['"]?\s+hook\s+['"]?(claude-code|codex|gemini-cli)\b"""
-)
-
 
 class SettingsError(ValueError):
     """A settings file loopwarden will not rewrite; the message says why and what to do."""
@@ -78,24 +75,40 @@ def settings_path(agent: str, project: Path | None) -> Target:
         folder = {"claude-code": ".claude", "codex": ".codex", "gemini-cli": ".gemini"}[agent]
         name = "hooks.json" if agent == "codex" else "settings.json"
         return Target(agent, "project", project.resolve() / folder / name)
-    return Target(agent, "user", _user_settings(agent))
+    return Target(agent, "user", Path(user_settings(agent)))
 
 
-def _user_settings(agent: str) -> Path:
-    home = Path.home()
-    if agent == "claude-code":
-        base = os.environ.get("CLAUDE_CONFIG_DIR")
-        return (Path(base) if base else home / ".claude") / "settings.json"
-    if agent == "codex":
-        base = os.environ.get("CODEX_HOME")
-        return (Path(base) if base else home / ".codex") / "hooks.json"
-    base = os.environ.get("GEMINI_CLI_HOME")
-    return (Path(base) if base else home) / ".gemini" / "settings.json"
+def hook_command(
+    agent: str,
+    options: list[str],
+    program: list[str] | None = None,
+    *,
+    package: Path | None = None,
+) -> str:
+    """The command line the CLI runs: this loopwarden, by absolute path, whatever PATH it has.
+
+    It is wrapped in a test that its program still exists (``if [ -x PROGRAM ]; then exec
+    ...; fi``): after ``pip uninstall loopwarden`` the hook exits 0 with no answer, so the CLI
+    goes on unguarded instead of refusing (Gemini CLI takes a hook that cannot start for a
+    refusal of every prompt). When the program is there, ``exec`` hands it the hook's stdin,
+    stdout, stderr and exit code unchanged. ``package`` is the loopwarden package a
+    ``python -m loopwarden`` command needs (default: this one).
+    """
+    words = [*(program or this_program()), "hook", agent, *options]
+    return _wrap(words, _guard(words, package))
 
 
-def hook_command(agent: str, options: list[str], program: list[str] | None = None) -> str:
-    """The command line the CLI runs: this loopwarden, by absolute path, whatever PATH it has."""
-    return shlex.join([*(program or this_program()), "hook", agent, *options])
+def _guard(words: list[str], package: Path | None) -> str:
+    """The shell test that the hook's program (and, for ``-m``, its package) is installed."""
+    tests = [f"[ -x {shlex.quote(words[0])} ]"]
+    if words[1:3] == ["-m", "loopwarden"]:
+        folder = package or Path(__file__).resolve().parent.parent
+        tests.append(f"[ -f {shlex.quote(str(folder / '__main__.py'))} ]")
+    return " && ".join(tests)
+
+
+def _wrap(words: list[str], guard: str) -> str:
+    return f"if {guard}; then exec {shlex.join(words)}; fi"
 
 
 def this_program() -> list[str]:
@@ -106,12 +119,55 @@ def this_program() -> list[str]:
     return [str(Path(sys.executable).resolve()), "-m", "loopwarden"]
 
 
+@dataclass(frozen=True)
+class HookCommand:
+    """A command ``hooks install`` wrote, read back: its program, agent, options, and the
+    files its guard tests for (empty for a command written before the guard existed)."""
+
+    program: list[str]
+    agent: str
+    options: list[str]
+    needs: list[str]
+
+
+_WRAPPED = re.compile(r"if (?P<guard>.+?); then exec (?P<command>.+); fi", re.DOTALL)
+_GUARD_TEST = re.compile(r"\[ -[xf] (?P<path>.+?) \]")
+_OPTIONS = frozenset({"--config", "--set", "--db", "--scope"})
+
+
+def parse_command(command: str) -> HookCommand | None:
+    """The parts of a command exactly as ``hooks install`` writes it; ``None`` for any other
+    command, including a user's own wrapper around ``loopwarden hook`` (never ours to touch)."""
+    wrapped = _WRAPPED.fullmatch(command)
+    words = command_words(wrapped.group("command") if wrapped else command)
+    if words[:1] and Path(words[0]).name == "loopwarden":
+        program = words[:1]
+    elif words[1:3] == ["-m", "loopwarden"]:
+        program = words[:3]
+    else:
+        return None
+    rest = words[len(program) :]
+    if rest[:1] != ["hook"] or len(rest) < 2 or rest[1] not in _EVENTS:
+        return None
+    options = rest[2:]
+    if len(options) % 2 or any(name not in _OPTIONS for name in options[::2]):
+        return None
+    if wrapped is None:  # written by an older loopwarden: the bare command
+        return HookCommand(program, rest[1], options, []) if shlex.join(words) == command else None
+    guard = wrapped.group("guard")
+    needs = [(command_words(m.group("path")) or [""])[0] for m in _GUARD_TEST.finditer(guard)]
+    expected = _guard(words, Path(needs[1]).parent if len(needs) > 1 else None)
+    if not needs or needs[0] != words[0] or _wrap(words, expected) != command:
+        return None
+    return HookCommand(program, rest[1], options, needs)
+
+
 def is_ours(entry: object, agent: str) -> bool:
-    """Whether a hook entry runs ``loopwarden hook AGENT``."""
-    if not isinstance(entry, Mapping):
+    """Whether a hook entry is loopwarden's for ``agent``, exactly as ``hooks install`` wrote it."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("command"), str):
         return False
-    match = _OURS.search(str(entry.get("command", "")))
-    return match is not None and match.group(1) == agent
+    parsed = parse_command(entry["command"])
+    return parsed is not None and parsed.agent == agent
 
 
 def install(settings: Mapping[str, Any], agent: str, command: str) -> dict[str, Any]:
@@ -143,14 +199,14 @@ def _entry(agent: str, command: str, timeout: int) -> dict[str, Any]:
 
 def uninstall(settings: Mapping[str, Any], agent: str) -> dict[str, Any]:
     """``settings`` without loopwarden's entries for ``agent``; everything else untouched."""
-    result = json.loads(json.dumps(settings))  # a deep copy of plain JSON
+    result = _copy(settings)
     hooks = result.get("hooks")
-    if not isinstance(hooks, dict):
+    if not isinstance(hooks, dict) or not hooks:
         return dict(result)
     for event in list(hooks):
         groups = hooks[event]
-        if not isinstance(groups, list):
-            continue
+        if not isinstance(groups, list) or not groups:
+            continue  # what was empty before stays (only what held loopwarden's goes)
         kept = [g for g in (_without_ours(g, agent) for g in groups) if g is not None]
         if kept:
             hooks[event] = kept
@@ -192,19 +248,81 @@ def missing_events(found: Mapping[str, list[str]], agent: str) -> list[str]:
     return [event for event, _ in _EVENTS[agent] if event not in found]
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of parsed JSON (numbers stay :class:`_Number`, their own text)."""
+    if isinstance(value, Mapping):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
+
+
+# -- the settings file itself ------------------------------------------------------------------
+#
+# The file is the user's: it is read and written back so that nothing in it changes but
+# loopwarden's entries. Numbers keep their own text (``1e400`` stays ``1e400``, no digit of a
+# long number is lost), the file's own indentation is kept, a symbolic link is followed (the
+# file it points to changes, the link stays), a read-only file is left alone, and the bytes it
+# had before loopwarden first changed it are kept next to it and put back by ``uninstall``.
+
+BACKUP_SUFFIX = ".loopwarden-backup"
+
+
+class _Number(str):
+    """A JSON number's own text, written back exactly as it was read."""
+
+
+@dataclass
+class SettingsFile:
+    """A settings file as read: where it really is, its bytes and its data."""
+
+    path: Path  # as the CLI names it (perhaps a symbolic link)
+    real: Path  # the file written (the link's target)
+    raw: bytes | None  # None: there is no file
+    data: dict[str, Any]
+
+    @property
+    def backup(self) -> Path:
+        """Where the bytes from before loopwarden's first change are kept."""
+        return self.real.with_name(self.real.name + BACKUP_SUFFIX)
+
+
 def read_settings(path: Path) -> dict[str, Any]:
     """A settings file as a dict (``{}`` when absent); refuses what it could not write back."""
+    return open_settings(path).data
+
+
+def open_settings(path: Path) -> SettingsFile:
+    """Read a settings file (absent: no bytes, ``{}``); :class:`SettingsError` says why not."""
+    real = Path(os.path.realpath(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = real.read_bytes()
     except FileNotFoundError:
-        return {}
+        return SettingsFile(path, real, None, {})
     except OSError as exc:
         raise SettingsError(f"cannot read it: {exc.strerror or exc}") from None
+    return SettingsFile(path, real, raw, parse_settings(raw))
+
+
+def parse_settings(raw: bytes) -> dict[str, Any]:
+    """The data of a settings file's bytes (``{}`` for an empty file)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"it is not UTF-8 text ({exc})") from None
     if not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(
+            text,
+            parse_float=_Number,
+            parse_int=_Number,
+            parse_constant=_no_constant,
+            object_pairs_hook=_unique_keys,
+        )
     except ValueError as exc:
+        if isinstance(exc, SettingsError):
+            raise
         raise SettingsError(
             f"it is not plain JSON ({exc}); loopwarden rewrites only plain JSON, so that "
             "comments or anything else in it are never lost: fix it, or add the entries "
@@ -215,14 +333,166 @@ def read_settings(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
-    """Write atomically (a crash leaves the old file or the new one, never half of one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.loopwarden-{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    if path.exists():
-        os.chmod(temporary, path.stat().st_mode & 0o777)
-    os.replace(temporary, path)
+def _no_constant(name: str) -> Any:
+    raise SettingsError(
+        f"it holds {name}, which is not JSON (the CLI could not read the file either): fix it"
+    )
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:  # the CLI keeps one of them: which is not loopwarden's to choose
+            raise SettingsError(
+                f"the key {key!r} appears twice in one object; keep the one you mean, "
+                "then install again"
+            )
+        found[key] = value
+    return found
+
+
+def dump_settings(data: Mapping[str, Any], like: bytes | None = None) -> bytes:
+    """``data`` as the file's bytes, formatted like ``like`` (the file's current bytes)."""
+    text = like.decode("utf-8", "replace") if like else ""
+    indent: str | None = "  "
+    separators = (",", ": ")
+    if text.strip() and "\n" not in text.strip():  # all on one line
+        indent = None
+        separators = (", ", ": ") if re.search(r'[,:] "', text) else (",", ":")
+    else:
+        found = re.search(r"\n([ \t]+)\S", text)
+        if found:
+            indent = found.group(1)
+    numbers: list[str] = []
+    token = f"loopwarden-number-{os.urandom(6).hex()}-"
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, _Number):
+            numbers.append(str(value))
+            return f"{token}{len(numbers) - 1}"
+        if isinstance(value, Mapping):
+            return {key: swap(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [swap(item) for item in value]
+        return value
+
+    body = json.dumps(swap(data), indent=indent, separators=separators, ensure_ascii=False)
+    body = re.sub(f'"{token}(\\d+)"', lambda m: numbers[int(m.group(1))], body)
+    # A lone surrogate (read from a \\udXXX escape) cannot be UTF-8: write it escaped again.
+    body = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", body)
+    end = "\n" if not text or text.endswith("\n") else ""
+    return (body + end).encode("utf-8")
+
+
+def plain(data: Any) -> Any:
+    """Parsed settings with every number as a Python number (for comparing two files)."""
+    if isinstance(data, _Number):
+        return json.loads(data, parse_constant=str)
+    if isinstance(data, Mapping):
+        return {key: plain(item) for key, item in data.items()}
+    if isinstance(data, list):
+        return [plain(item) for item in data]
+    return data
+
+
+def write_settings(file: SettingsFile, data: Mapping[str, Any], agent: str) -> None:
+    """Write ``data`` into the settings file, keeping a backup of what it held before."""
+    payload = dump_settings(data, file.raw)  # before touching anything: it may fail
+    if payload == file.raw:
+        return
+    _check_writable(file)
+    if file.raw is not None and not _backup_is_current(file, agent):
+        _write_bytes(file.backup, file.raw, file)
+    _write_bytes(file.real, payload, file)
+
+
+def restore_settings(file: SettingsFile, data: Mapping[str, Any], agent: str) -> str:
+    """Write ``data`` (the file without loopwarden's entries) as the user's bytes again.
+
+    When the backup holds the same settings, its bytes go back exactly; a file loopwarden
+    created (no backup) that holds nothing else is removed. Returns what was done.
+    """
+    _check_writable(file)
+    if file.backup.is_file() and _backup_is_current(file, agent, data):
+        _write_bytes(file.real, file.backup.read_bytes(), file)
+        file.backup.unlink()
+        return "restored"
+    if not data and not file.backup.exists():
+        try:
+            file.real.unlink()
+        except OSError as exc:
+            raise _write_error(file, exc) from None
+        return "removed"
+    _write_bytes(file.real, dump_settings(data, file.raw), file)
+    return "rewritten"
+
+
+def _backup_is_current(
+    file: SettingsFile, agent: str, without_ours: Mapping[str, Any] | None = None
+) -> bool:
+    """Whether the backup is the file as it was, but for loopwarden's entries."""
+    try:
+        kept = parse_settings(file.backup.read_bytes())
+    except (OSError, SettingsError):
+        return False
+    if installed(kept, agent):
+        return False
+    current = uninstall(file.data, agent) if without_ours is None else without_ours
+    return bool(plain(_settled(kept)) == plain(_settled(current)))
+
+
+def _settled(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings without empty hook lists (an uninstall drops the lists it emptied)."""
+    result = dict(settings)
+    hooks = result.get("hooks")
+    if isinstance(hooks, Mapping):
+        kept = {event: groups for event, groups in hooks.items() if groups != []}
+        if kept:
+            result["hooks"] = kept
+        else:
+            del result["hooks"]
+    return result
+
+
+def _check_writable(file: SettingsFile) -> None:
+    if file.raw is None:
+        return
+    mode = file.real.stat().st_mode
+    if not mode & stat.S_IWUSR or not os.access(file.real, os.W_OK):
+        raise SettingsError(
+            f"it is read-only (mode {stat.S_IMODE(mode):04o}), so loopwarden leaves it as it "
+            "is: make it writable (chmod u+w) and run the command again, or add the entries "
+            "`loopwarden hooks install --print` shows by hand"
+        )
+
+
+def _write_bytes(target: Path, payload: bytes, file: SettingsFile) -> None:
+    """Replace ``target`` atomically (a crash leaves the old file or the new one, never half)."""
+    temporary = target.with_name(f".{target.name}.loopwarden-{os.getpid()}.tmp")
+    mode = stat.S_IMODE(file.real.stat().st_mode) if file.raw is not None else 0o644
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(payload)
+            os.chmod(temporary, mode)  # whatever the umask
+            os.replace(temporary, target)
+        finally:
+            if temporary.exists():
+                temporary.unlink()
+    except OSError as exc:
+        raise _write_error(file, exc) from None
+
+
+def _write_error(file: SettingsFile, exc: OSError) -> SettingsError:
+    folder = file.real.parent
+    if isinstance(exc, PermissionError):
+        return SettingsError(
+            f"its folder {folder} is not writable ({exc.strerror}): give yourself write "
+            "access to it, or add the entries `loopwarden hooks install --print` shows by hand"
+        )
+    return SettingsError(f"cannot write it in {folder}: {exc.strerror or exc}")
 
 
 def command_words(command: str) -> list[str]:

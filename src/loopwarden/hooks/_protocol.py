@@ -194,31 +194,41 @@ def _text_result(text: str) -> dict[str, Any]:
 
 
 def deny(agent: str, event: HookEvent, reason: str, *, stop: bool = False) -> Answer:
-    """The call must not run; ``reason`` reaches the model as its result.
+    """The call must not run; ``reason`` reaches the model as its result, and a one-line note
+    reaches the person at the keyboard (``systemMessage``: each CLI shows it to the user).
 
     ``stop`` also ends the run where the CLI honours that before a tool runs (Gemini CLI only).
     """
+    note = for_user(event, reason, stopped=stop)
     if agent == "gemini-cli":
-        body: dict[str, Any] = {"decision": "deny", "reason": reason}
+        body: dict[str, Any] = {"decision": "deny", "reason": reason, "systemMessage": note}
         if stop:
             body.update({"continue": False, "stopReason": reason})
         return _json(body)
     if stop:  # the turn goes on: say that every later call will be refused, whatever it is
         reason = stopped_turn(reason)
+    if agent == "codex":  # Codex adds ". Command: <cmd>" after the reason: no full stop twice
+        reason = reason.rstrip().removesuffix(".")
     return _json(
         {
+            "systemMessage": note,
             "hookSpecificOutput": {
                 "hookEventName": event.name,
                 "permissionDecision": "deny",
                 "permissionDecisionReason": reason,
-            }
+            },
         }
     )
 
 
-def context(event: HookEvent, text: str) -> Answer:
-    """Let the call run (or stand) and show ``text`` to the model next to its result."""
-    body = {"hookSpecificOutput": {"hookEventName": event.name, "additionalContext": text}}
+def context(event: HookEvent, text: str, *, note: str | None = None) -> Answer:
+    """Let the call run (or stand) and show ``text`` to the model next to its result (and
+    ``note`` to the user)."""
+    body: dict[str, Any] = {
+        "hookSpecificOutput": {"hookEventName": event.name, "additionalContext": text}
+    }
+    if note:
+        body = {"systemMessage": note, **body}
     return Answer(json.dumps(body, ensure_ascii=False), repeat=False)
 
 
@@ -226,18 +236,31 @@ def end_run(agent: str, event: HookEvent, reason: str) -> Answer:
     """After a call ran: end the run if the CLI lets a hook do that here, else tell the model.
 
     Later calls of the run are denied with ``reason`` either way (the guard's stopped run).
+    The user is told in each case (``systemMessage``).
     """
+    note = for_user(event, reason, stopped=True)
     if agent == "codex":  # no answer ends a codex exec run; this replaces the call's output
-        return _json({"decision": "block", "reason": stopped_turn(reason)})
+        return _json({"decision": "block", "reason": stopped_turn(reason), "systemMessage": note})
     if agent == "claude-code" and event.name == "PostToolUseFailure":
-        return context(event, stopped_turn(reason))  # "continue": false is ignored here
-    return _json({"continue": False, "stopReason": reason})
+        return context(event, stopped_turn(reason), note=note)  # "continue": false ignored here
+    return _json({"continue": False, "stopReason": note, "systemMessage": note})
 
 
 STOPPED_TURN = (
     "loopwarden stopped this turn: every further tool call in it will be refused. Stop calling "
     "tools and tell the user what happened."
 )
+
+USER_HINT = "why: loopwarden runs list --blocked; off for one session: LOOPWARDEN_DISABLE=1"
+"""How the note shown to the user ends: where to read more, and how to switch it off."""
+
+
+def for_user(event: HookEvent, reason: str, *, stopped: bool) -> str:
+    """The one line the person at the keyboard sees when loopwarden refuses or stops."""
+    what = "stopped the turn at" if stopped else "refused"
+    first = reason.strip().splitlines()[0] if reason.strip() else "a loop"
+    sentence = re.split(r"(?<=[.!?])\s", first, maxsplit=1)[0]
+    return f"loopwarden {what} a {event.tool or 'tool'} call: {sentence} ({USER_HINT})"
 
 
 def stopped_turn(reason: str) -> str:

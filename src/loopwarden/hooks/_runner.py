@@ -208,9 +208,10 @@ class HookRunner:
     def _record(self, key: str, outcome: _Outcome) -> None:
         if not (self._events or outcome.started or outcome.ended):
             return
-        from loopwarden.records import RunRecorder  # only when there is something to write
+        # only when there is something to write
+        from loopwarden.records import RETENTION_DAYS, RunRecorder
 
-        with RunRecorder(self.path, batch=1_000) as recorder:
+        with RunRecorder(self.path, batch=1_000, retention=RETENTION_DAYS * 86400.0) as recorder:
             for run in outcome.started:
                 recorder.run_started(key, run, self.agent)
             for event in self._events:

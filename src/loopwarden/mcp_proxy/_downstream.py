@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -31,9 +31,6 @@ _log = logging.getLogger("loopwarden.mcp_proxy")
 
 CHUNK = 1 << 20
 """Bytes read per call: large messages arrive in pieces of at most this size."""
-
-LARGE = CHUNK
-"""A message this long may be passed on while it is still arriving (see :class:`LineReader`)."""
 
 _STDERR_TAIL = 10  # lines of the server's stderr kept to explain an exit
 _STDERR_LINE = 300  # characters kept per stderr line
@@ -51,55 +48,31 @@ class DownstreamSpec:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = 30.0
+    name: str | None = None  # what messages call the server (--name); see describe()
 
     def __post_init__(self) -> None:
         if bool(self.command) == (self.url is not None):
             raise ValueError("give exactly one of a server command or a server URL")
 
     def describe(self) -> str:
-        """A short name for messages, which the model may see: never the whole command line.
+        """A short name for messages, which the client and the model see: never arguments.
 
-        Why short: arguments and URL query strings often carry tokens. The program and its
-        first non-option argument (``npx server-filesystem``) or the URL without query and
-        credentials are enough to tell which server failed.
+        ``name`` when given (``--name``); otherwise the program's file name alone for a command
+        (``bash -c 'exec server.py --api-key ...'`` is ``bash``: any argument may carry a
+        token), or the URL without credentials, query and fragment.
         """
+        if self.name:
+            return self.name
         if self.url is not None:
             parts = urlsplit(self.url)
             host = parts.hostname or ""
             netloc = f"{host}:{parts.port}" if parts.port else host
             return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-        names = [os.path.basename(self.command[0])]
-        first = next((arg for arg in self.command[1:] if not arg.startswith("-")), None)
-        if first is not None:
-            names.append(os.path.basename(first.rstrip("/")) or first)
-        return " ".join(names)
-
-
-class Sink(Protocol):
-    """Where a large message goes while it is still arriving (the client's stdout)."""
-
-    def write(self, data: bytes) -> None:
-        """Pass on the next piece of the message."""
-
-    async def drain(self) -> None:
-        """Wait while the reader is behind (backpressure)."""
-
-    def end(self) -> None:
-        """The message is complete: write its newline, let other messages through."""
-
-
-Streamer = Callable[[bytes], "Sink | None"]
-"""Given the first bytes of a large message, a sink to pass it on at once, or None to wait."""
+        return os.path.basename(self.command[0].rstrip("/")) or self.command[0]
 
 
 class Link(Protocol):
     """One connection to the wrapped server, carrying whole messages as bytes."""
-
-    streamer: Streamer | None
-
-    @property
-    def last_streamed(self) -> bool:
-        """Whether the message :meth:`receive` returned was already passed to a sink."""
 
     async def send(self, message: bytes) -> None:
         """Send one message (no newline); raises :class:`DownstreamUnavailable` when gone."""
@@ -124,20 +97,15 @@ class LineReader:
     stream buffer that large stops applying backpressure. Here the stream keeps a small
     buffer; only the message being assembled grows, once, with one join at its end.
 
-    With a :attr:`streamer`, a message that grows past :data:`LARGE` bytes is offered to it
-    by its first bytes; if it returns a sink, the message is passed on piece by piece as it
-    arrives (and still returned whole at its end, with :attr:`last_streamed` set).
+    Nothing is passed on before a line is whole: a server that dies while writing a large
+    answer leaves a piece, returned at the end of the stream like a last line without its
+    newline, which the relay forwards only if it parses as a message (a piece never does).
     """
 
     def __init__(self, stream: asyncio.StreamReader) -> None:
         self._stream = stream
         self._parts: list[bytes] = []
-        self._ready: deque[tuple[bytes, bool]] = deque()
-        self.streamer: Streamer | None = None
-        self.last_streamed = False
-        self._sink: Sink | None = None
-        self._size = 0
-        self._offered = False
+        self._ready: deque[bytes] = deque()
 
     async def next(self) -> bytes | None:
         """The next non-blank line without its newline; None at the end of the stream."""
@@ -147,18 +115,11 @@ class LineReader:
             if not chunk:
                 return self._tail()
             self._split(chunk)
-            if self._sink is not None:
-                await self._sink.drain()
-        line, self.last_streamed = ready.popleft()
-        return line
+        return ready.popleft()
 
     def _tail(self) -> bytes | None:
         tail = b"".join(self._parts)
         self._parts.clear()
-        self.last_streamed = self._sink is not None
-        if self._sink is not None:
-            self._sink.end()
-            self._sink = None
         return tail if tail and not tail.isspace() else None
 
     def _split(self, chunk: bytes) -> None:
@@ -167,45 +128,19 @@ class LineReader:
         end = chunk.find(b"\n")
         while end >= 0:
             piece = chunk[start:end]
-            sink = self._sink
-            if sink is not None:
-                sink.write(piece)
-                sink.end()
-                self._sink = None
             if parts:
                 parts.append(piece)
                 line = b"".join(parts)
                 parts.clear()
             else:
                 line = piece
-            self._size, self._offered = 0, False
             # isspace() stops at the first JSON byte: no copy of a large line.
             if line and not line.isspace():
-                ready.append((line, sink is not None))
+                ready.append(line)
             start = end + 1
             end = chunk.find(b"\n", start)
         if start < len(chunk):
-            piece = chunk[start:] if start else chunk
-            parts.append(piece)
-            self._size += len(piece)
-            if self._sink is not None:
-                self._sink.write(piece)
-            elif self.streamer is not None and not self._offered and self._size >= LARGE:
-                self._offered = True
-                self._offer()
-
-    def _offer(self) -> None:
-        head = b""
-        for part in self._parts:
-            head += part[: 512 - len(head)]
-            if len(head) >= 512:
-                break
-        assert self.streamer is not None
-        sink = self.streamer(head)
-        if sink is not None:
-            for part in self._parts:
-                sink.write(part)
-            self._sink = sink
+            parts.append(chunk[start:] if start else chunk)
 
 
 class StdioLink:
@@ -271,20 +206,6 @@ class StdioLink:
                     await stdin.drain()
                 except (ConnectionError, RuntimeError) as exc:
                     raise DownstreamUnavailable(f"writing to it failed ({exc})") from None
-
-    @property
-    def streamer(self) -> Streamer | None:
-        """Offered each large message from the server (see :class:`LineReader`)."""
-        return self._lines.streamer
-
-    @streamer.setter
-    def streamer(self, streamer: Streamer | None) -> None:
-        self._lines.streamer = streamer
-
-    @property
-    def last_streamed(self) -> bool:
-        """Whether the last message received was already passed on while it arrived."""
-        return self._lines.last_streamed
 
     async def receive(self) -> bytes | None:
         """The next line from the server's stdout."""

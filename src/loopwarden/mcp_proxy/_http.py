@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable, Streamer
+from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
@@ -78,14 +78,18 @@ class HttpLink:
 
     def __init__(self, spec: DownstreamSpec) -> None:
         self.spec = spec
-        self.streamer: Streamer | None = None  # HTTP messages arrive whole
-        self.last_streamed = False
         self._sdk = _sdk()
         self._incoming: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._write: Any = None
         self._stop = asyncio.Event()
         self._reason = "it closed the connection"
         self._task: asyncio.Future[None] | None = None
+        # The id of an `initialize` sent and not yet answered. The transport learns the
+        # session id from that answer, and a message sent before it is refused (400) and ends
+        # the session: a client that sends everything at once (`printf ... |`) waits here.
+        self._init_id: Any = None
+        self._initialized = asyncio.Event()
+        self._initialized.set()
 
     @classmethod
     async def start(cls, spec: DownstreamSpec) -> HttpLink:
@@ -99,9 +103,12 @@ class HttpLink:
     async def _run(self, ready: asyncio.Future[None]) -> None:
         sdk = self._sdk
         timeout = sdk.http.Timeout(_CONNECT_TIMEOUT, read=_READ_TIMEOUT)
+        hooks = {"response": [self._watch_answer]}
         try:
             async with (
-                sdk.http.AsyncClient(headers=dict(self.spec.headers), timeout=timeout) as http,
+                sdk.http.AsyncClient(
+                    headers=dict(self.spec.headers), timeout=timeout, event_hooks=hooks
+                ) as http,
                 sdk.client(str(self.spec.url), http_client=http) as streams,
             ):
                 read, self._write = streams[0], streams[1]
@@ -123,7 +130,23 @@ class HttpLink:
                 raise
         finally:
             self._write = None
+            self._initialized.set()  # nothing waits for an answer that cannot come
             self._incoming.put_nowait(None)
+
+    async def _watch_answer(self, response: Any) -> None:
+        """An httpx response hook: watch the body of each POST's answer as it is read.
+
+        The SDK's transport drops a POST whose answer stream breaks (the server died in the
+        middle of a call) without telling anyone, and the request would wait for its timeout.
+        A broken answer ends this session instead, as a closed stdio connection does: every
+        request in flight gets the proxy's error result, and the next one reconnects.
+        """
+        if response.request.method == "POST":
+            response.stream = _watched(self._sdk.http, response.stream, self._broken)
+
+    def _broken(self, exc: BaseException) -> None:
+        self._reason = f"it closed the connection in the middle of an answer ({_describe(exc)})"
+        self._stop.set()
 
     async def _read(self, read: Any) -> None:
         async for item in read:
@@ -135,7 +158,17 @@ class HttpLink:
                     type(item).__name__,
                 )
                 continue
-            dumped = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+            if self._stop.is_set():
+                # The session is over (an answer broke): what the transport makes up now, such
+                # as mcp 2.x's -32000 "SSE stream ended without a response", is not the
+                # server's; the requests in flight get the proxy's own error instead.
+                continue
+            message = item.message
+            dumped = message.model_dump_json(by_alias=True, exclude_unset=True)
+            root = getattr(message, "root", message)  # mcp 1.x wraps it, 2.x does not
+            if self._init_id is not None and getattr(root, "id", None) == self._init_id:
+                self._init_id = None
+                self._initialized.set()
             self._incoming.put_nowait(dumped.encode())
         self._reason = "it closed the connection (the HTTP session ended)"
 
@@ -148,10 +181,29 @@ class HttpLink:
             parsed = self._sdk.parse(message)
         except ValueError as exc:
             raise DownstreamUnavailable(f"the message is not valid JSON-RPC ({exc})") from None
+        await self._after_initialize()
+        root = getattr(parsed, "root", parsed)  # mcp 1.x wraps it, 2.x does not
+        if getattr(root, "method", None) == "initialize" and hasattr(root, "id"):
+            self._init_id = root.id
+            self._initialized.clear()
+        write = self._write
+        if write is None:
+            raise DownstreamUnavailable("the HTTP session is closed")
         try:
             await write.send(self._sdk.session_message(parsed))
         except Exception as exc:
             raise DownstreamUnavailable(f"the HTTP session is closed ({_describe(exc)})") from None
+
+    async def _after_initialize(self) -> None:
+        """Wait for the answer to an ``initialize`` in flight (bounded by the connect timeout)."""
+        if self._initialized.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._initialized.wait(), self.spec.connect_timeout)
+        except asyncio.TimeoutError:
+            raise DownstreamUnavailable(
+                f"no answer to 'initialize' within {self.spec.connect_timeout:g} s"
+            ) from None
 
     async def receive(self) -> bytes | None:
         """The next message the transport received."""
@@ -173,6 +225,24 @@ class HttpLink:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(task), 5.0)
             task.cancel()
+
+
+def _watched(http: Any, stream: Any, broken: Callable[[BaseException], None]) -> Any:
+    """``stream`` (an httpx byte stream) that calls ``broken`` if reading it fails midway."""
+
+    class Watched(http.AsyncByteStream):  # type: ignore[misc]  # httpx or httpx2: Any here
+        async def __aiter__(self) -> Any:
+            try:
+                async for chunk in stream:
+                    yield chunk
+            except http.TransportError as exc:
+                broken(exc)
+                raise
+
+        async def aclose(self) -> None:
+            await stream.aclose()
+
+    return Watched()
 
 
 def _describe(exc: BaseException) -> str:

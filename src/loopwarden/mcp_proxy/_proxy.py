@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import signal
 import stat
 import sys
@@ -56,15 +55,7 @@ _log = logging.getLogger("loopwarden.mcp_proxy")
 _PROXY_PREFIX = "loopwarden mcp-proxy: "
 _INTERNAL_ERROR = -32603
 _ABANDONED_KEPT = 1024  # ids of timed-out requests whose late answers are dropped
-
-# The start of an answer whose id comes first: {"jsonrpc":"2.0","id":7,"result"...
-_ANSWER_HEAD = re.compile(
-    rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,'
-    rb'\s*"(?:result|error)"\s*:'
-)
-
-# The start of an answer whose id comes last: {"result":... or {"error":...
-_ANSWER_FIRST = re.compile(rb'\s*\{\s*"(?:result|error)"\s*:')
+_DRAIN_POLL = 0.02  # seconds between checks for the last answers after the client's input ended
 
 RETRY_AFTER = 5.0
 """Seconds a failed restart of the server is not retried (so a broken server fails fast)."""
@@ -138,55 +129,14 @@ class _Pending:
 
 
 class _ClientOut:
-    """The proxy's stdout: whole messages, each written in one go (never interleaved).
-
-    A large message may be streamed (:meth:`begin_stream`); other messages wait for its end.
-    """
+    """The proxy's stdout: whole messages, each written in one go (never interleaved)."""
 
     def __init__(self, writer: asyncio.StreamWriter | None) -> None:
         self._writer = writer
         self._lock = asyncio.Lock()
         self.closed = False
-        self._streaming: asyncio.Event | None = None
-
-    def begin_stream(self) -> _ClientStream | None:
-        """A sink for one message passed on while it arrives; None if that is not possible."""
-        writer = self._writer
-        if writer is None or self.closed or self._streaming is not None:
-            return None
-        self._streaming = asyncio.Event()
-        return _ClientStream(self, writer)
-
-    async def flushed(self) -> None:
-        """Wait until everything written has reached the client's pipe.
-
-        Why: after a streamed message the proxy parses it (CPU-bound, tens of ms for
-        megabytes); the message's tail must not wait in our buffer meanwhile.
-        """
-        writer = self._writer
-        if writer is None or writer.is_closing():
-            return
-        transport = writer.transport
-        if transport.get_write_buffer_size() == 0:
-            return
-        low, high = transport.get_write_buffer_limits()
-        transport.set_write_buffer_limits(high=0, low=0)
-        try:
-            async with self._lock:
-                await writer.drain()
-        except (ConnectionError, RuntimeError):
-            self.closed = True
-        finally:
-            transport.set_write_buffer_limits(high=high, low=low)
-
-    def end_stream(self) -> None:
-        done, self._streaming = self._streaming, None
-        if done is not None:
-            done.set()
 
     async def send(self, message: bytes) -> None:
-        while self._streaming is not None:
-            await self._streaming.wait()
         if self.closed:
             return
         writer = self._writer
@@ -206,30 +156,6 @@ class _ClientOut:
                     await writer.drain()
                 except (ConnectionError, RuntimeError):
                     self.closed = True
-
-
-class _ClientStream:
-    """One message written to the client piece by piece (a :class:`Sink`)."""
-
-    def __init__(self, out: _ClientOut, writer: asyncio.StreamWriter) -> None:
-        self._out = out
-        self._writer = writer
-
-    def write(self, data: bytes) -> None:
-        if not self._writer.is_closing():
-            self._writer.write(data)
-
-    async def drain(self) -> None:
-        writer = self._writer
-        if writer.transport.get_write_buffer_size() > CHUNK and not writer.is_closing():
-            try:
-                await writer.drain()
-            except (ConnectionError, RuntimeError):
-                self._out.closed = True
-
-    def end(self) -> None:
-        self.write(b"\n")
-        self._out.end_stream()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -272,7 +198,6 @@ class Relay:
         self._generations += 1
         generation = _Generation(link, self._generations)
         self._generation = generation
-        link.streamer = self._streamer
         self._spawn(self._pump_server(generation))
         return generation
 
@@ -313,6 +238,15 @@ class Relay:
                     await self._from_client(item, _encode(item) if isinstance(item, dict) else b"")
             else:
                 await self._from_client(message, line)
+        if self._pending:
+            # A client may send its requests and close its input at once (`printf ... |`):
+            # each request that arrived is answered first, each within its own timeout.
+            _log.info(
+                "the MCP client closed its input; answering its %d requests in flight first",
+                len(self._pending),
+            )
+            while self._pending and not self.out.closed and not self.closing:
+                await asyncio.sleep(_DRAIN_POLL)
         _log.info("the MCP client disconnected; shutting down")
 
     async def _from_client(self, message: Any, line: bytes) -> None:
@@ -399,53 +333,20 @@ class Relay:
         link = generation.link
         try:
             while (line := await link.receive()) is not None:
-                streamed = link.last_streamed
-                if streamed:
-                    await self.out.flushed()
-                await self._from_server(generation, line, streamed)
+                await self._from_server(generation, line)
             reason = await link.end_reason()
         except Exception as exc:  # a transport failure: this connection is over
             reason = f"the connection failed ({type(exc).__name__}: {exc})"
         await self._lost(generation, reason, link.diagnostics())
 
-    def _streamer(self, head: bytes) -> _ClientStream | None:
-        """Pass a large answer on while it arrives, if nothing may have to be added to it.
-
-        Only answers whose id comes first (as the Python SDK writes them) can be matched to
-        their request before they end; others are held whole, as are answers to calls that
-        may need a warning or a stop reason appended.
-        """
-        match = _ANSWER_HEAD.match(head)
-        if match is not None:
-            pending = self._pending.get(_key(_parse(match.group(1))))
-        elif _ANSWER_FIRST.match(head) and len(self._pending) == 1 and not self._undecided():
-            # The id comes last (the TypeScript SDK writes answers so). With one request in
-            # flight and no late answer expected, this answer is that request's (or one the
-            # client cancelled, which is passed on all the same).
-            pending = next(iter(self._pending.values()))
-        else:
-            return None
-        if pending is None or (pending.call is not None and self.calls.may_annotate(pending.call)):
-            return None
-        sink = self.out.begin_stream()
-        if sink is not None:
-            _log.debug("passing on a large answer to %s while it arrives", pending.method)
-            self._settle(pending)  # it is being answered: no timeout from now on
-        return sink
-
-    def _undecided(self) -> bool:
-        """Whether an answer may come that must not reach the client (timed out, our own)."""
-        return bool(self._abandoned) or bool(self._own)
-
-    async def _from_server(self, generation: _Generation, line: bytes, streamed: bool) -> None:
-        """Route one server message; ``streamed``: the client already has its bytes."""
+    async def _from_server(self, generation: _Generation, line: bytes) -> None:
+        """Route one server message."""
         message = _parse(line)
         if not isinstance(message, dict):
             # Privacy: the line may hold tool output, so only the fact is logged.
             _log.error(
-                "downstream MCP server %s sent a message that is not valid JSON-RPC%s",
+                "downstream MCP server %s sent a message that is not valid JSON-RPC",
                 self.spec.describe(),
-                " (it was passed on as it arrived)" if streamed else "",
             )
             return
         if "method" in message:  # a request or notification of the server: pass it on
@@ -463,8 +364,6 @@ class Relay:
             return
         pending = self._pending.pop(key, None)
         if pending is None:
-            if streamed:
-                return
             if key in self._abandoned:
                 del self._abandoned[key]
                 _log.debug("dropping a late answer to a request that timed out")
@@ -476,8 +375,7 @@ class Relay:
             self._ready = True
         if pending.call is not None:
             line = await self._finish_call(pending.call, message, line)
-        if not streamed:
-            await self.out.send(line)
+        await self.out.send(line)
 
     async def _finish_call(self, call: ToolCall, message: dict[str, Any], line: bytes) -> bytes:
         """Record a call's outcome; the bytes change only if the model must be told more."""

@@ -20,13 +20,17 @@ class StoreUnavailableError(RuntimeError):
 
     ``policy`` is the store's ``on_store_error`` setting: ``"allow"`` lets the tool call
     proceed without loop accounting, ``"block"`` refuses it. The message never holds
-    credentials.
+    credentials. ``reported``: the store has logged this outage already (once), so the guard
+    logs each call it affects at debug level only.
     """
 
-    def __init__(self, message: str, *, policy: OnStoreError = "allow") -> None:
+    def __init__(
+        self, message: str, *, policy: OnStoreError = "allow", reported: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.policy: OnStoreError = policy
+        self.reported = reported
 
 
 def check_on_store_error(value: object) -> OnStoreError:

@@ -35,7 +35,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -106,6 +106,9 @@ return {redis.call('HGET', KEYS[2], 'v') or '', redis.call('HGET', KEYS[2], 'met
 """
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def redact_url(url: str) -> str:
     """The URL with user, password and password-like query values replaced by ``***``."""
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
@@ -119,7 +122,12 @@ def _encode_key(session: str) -> str:
     """The session as it appears inside the hash tag: braces and ``%`` escaped, never empty."""
     if not session:
         return "%"  # a bare % cannot come from the escaping below
-    return session.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    key = session.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    if not key.isascii() and _SURROGATE.search(key):
+        # A lone surrogate cannot be sent as UTF-8: written %uDCxx, which no escaped text
+        # holds (every % of the name became %25), so distinct names keep distinct keys.
+        key = _SURROGATE.sub(lambda m: f"%u{ord(m.group()):04X}", key)
+    return key
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,56 @@ def _backoff(conflicts: int) -> float:
     return random.uniform(0.0, min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (conflicts - 2)))
 
 
+class _Breaker:
+    """The circuit breaker of one store: after ``failures_to_open`` failures in a row (timeouts,
+    refused connections), calls are refused at once instead of each waiting for its own
+    timeout, and one call every ``probe_every`` seconds tries Redis again. Why: a hung server
+    (SIGSTOP, a full network buffer) costs a socket timeout per operation, two per tool call,
+    for as long as it lasts. Plain state; the store holds its lock around each method."""
+
+    def __init__(self, failures_to_open: int, probe_every: float) -> None:
+        self.failures_to_open = failures_to_open
+        self.probe_every = probe_every
+        self.failures = 0  # in a row; 0 while Redis answers
+        self.refused = 0  # calls refused at once during this outage
+        self.since = 0.0  # when this outage began (the first failure)
+        self.next_probe = 0.0
+        self.last = ""  # the latest failure's message
+
+    def refuse(self, now: float) -> str | None:
+        """Why a call is refused at once, or None when it may try Redis (maybe as the probe)."""
+        if self.failures < self.failures_to_open:
+            return None
+        if now >= self.next_probe:
+            self.next_probe = now + self.probe_every  # this call probes; the others do not wait
+            return None
+        self.refused += 1
+        return (
+            f"{self.last} (Redis has failed {self.failures} times in a row for "
+            f"{now - self.since:.1f} s; the call was not tried: the next try is in "
+            f"{self.next_probe - now:.1f} s)"
+        )
+
+    def failed(self, now: float, message: str) -> bool:
+        """Count a failure; True for the first of an outage (the one that is logged)."""
+        self.failures += 1
+        self.last = message
+        if self.failures == 1:
+            self.since = now
+        if self.failures >= self.failures_to_open:
+            self.next_probe = max(self.next_probe, now + self.probe_every)
+        return self.failures == 1
+
+    def recovered(self, now: float) -> tuple[float, int, int] | None:
+        """Close the breaker; (outage seconds, failed calls, refused calls) if there was one."""
+        if not self.failures:
+            return None
+        outage = (now - self.since, self.failures, self.refused)
+        self.failures = self.refused = 0
+        self.next_probe = 0.0
+        return outage
+
+
 class _RedisCore:
     """What the sync and async Redis stores share: options, keys, the local cache, the JSON
     encoding and the update as a plan of script calls; everything but the client."""
@@ -204,6 +262,8 @@ class _RedisCore:
         timeout: float = 1.0,
         max_attempts: int = 100,
         cache_size: int = 1024,
+        breaker_failures: int = 3,
+        breaker_probe_every: float = 5.0,
     ) -> None:
         name = type(self).__name__
         if (url is None) == (client is None):
@@ -214,6 +274,10 @@ class _RedisCore:
             raise ValueError(f"timeout must be positive seconds, got {timeout}")
         if max_attempts < 1 or cache_size < 0:
             raise ValueError("max_attempts must be at least 1 and cache_size at least 0")
+        if breaker_failures < 1 or breaker_probe_every <= 0:
+            raise ValueError(
+                "breaker_failures must be at least 1 and breaker_probe_every positive seconds"
+            )
         if "{" in prefix or "}" in prefix:
             raise ValueError(f"prefix must not contain braces (they mark the hash tag): {prefix!r}")
         self.on_store_error = check_on_store_error(on_store_error)
@@ -234,7 +298,7 @@ class _RedisCore:
         self._json_memo: dict[tuple[Any, ...], str] = {}
         # Guards the cache for O(1) dict operations only, never across I/O.
         self._lock = threading.Lock()
-        self._failing = False
+        self._breaker = _Breaker(breaker_failures, breaker_probe_every)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._where!r}, prefix={self.prefix!r})"
@@ -366,22 +430,46 @@ class _RedisCore:
             policy=self.on_store_error,
         )
 
+    def _admit(self) -> None:
+        """Before a Redis action: while the breaker is open, refuse it at once (no wait for a
+        timeout) unless it is the one probe allowed every ``breaker_probe_every`` seconds."""
+        with self._lock:
+            refused = self._breaker.refuse(time.monotonic())
+        if refused is not None:
+            raise StoreUnavailableError(refused, policy=self.on_store_error, reported=True)
+
     def _failure(self, exc: Exception) -> StoreUnavailableError:
         """A Redis failure as a credential-free StoreUnavailableError (logged once per outage)."""
         message = self._scrub(f"Redis store at {self._where}: {type(exc).__name__}: {exc}")
-        if not self._failing:
-            self._failing = True
+        with self._lock:
+            first = self._breaker.failed(time.monotonic(), message)
+        if first:
+            breaker = self._breaker
             logger.error(
-                "%s (on_store_error=%s; further failures are logged by the guard)",
+                "%s (on_store_error=%s; after %d failures in a row each call is decided at "
+                "once, and Redis is tried again every %g s; this outage is logged once)",
                 message,
                 self.on_store_error,
+                breaker.failures_to_open,
+                breaker.probe_every,
             )
-        return StoreUnavailableError(message, policy=self.on_store_error)
+        return StoreUnavailableError(message, policy=self.on_store_error, reported=True)
 
     def _recovered(self) -> None:
-        if self._failing:
-            self._failing = False
-            logger.warning("Redis store at %s is reachable again", self._where)
+        if not self._breaker.failures:
+            return  # the common case: no lock taken
+        with self._lock:
+            outage = self._breaker.recovered(time.monotonic())
+        if outage is not None:
+            seconds, failed, refused = outage
+            logger.warning(
+                "Redis store at %s is reachable again after an outage of %.1f s (%d calls "
+                "failed, %d more were decided at once without trying Redis)",
+                self._where,
+                seconds,
+                failed,
+                refused,
+            )
 
     def _scrub(self, text: str) -> str:
         text = redact_url(text)
@@ -463,6 +551,7 @@ class RedisStore(_RedisCore):
 
     def _call(self, action: Callable[[], _T]) -> _T:
         """Run one Redis action; any failure becomes a credential-free StoreUnavailableError."""
+        self._admit()
         try:
             result = action()
         except Exception as exc:
@@ -584,8 +673,13 @@ class AsyncRedisStore(_RedisCore):
             self._scripts = (client.register_script(_UPDATE_LUA), client.register_script(_READ_LUA))
         return await self._scripts[which](keys=list(keys), args=args)
 
-    async def _acall(self, action: Awaitable[_T]) -> _T:
+    async def _acall(self, action: Coroutine[Any, Any, _T]) -> _T:
         """Await one Redis action; any failure becomes a credential-free StoreUnavailableError."""
+        try:
+            self._admit()
+        except StoreUnavailableError:
+            action.close()  # never started: no "coroutine was never awaited" warning
+            raise
         try:
             result = await action
         except Exception as exc:

@@ -21,7 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from loopwarden.records import PathLike, RecordsError, default_db_path, describe_error, open_db
+from loopwarden.records import (
+    PathLike,
+    RecordsError,
+    default_db_path,
+    describe_error,
+    open_db,
+    storable,
+)
 from loopwarden.store import GuardSession, restore_session, snapshot_session
 from loopwarden.stores import OnStoreError, StoreUnavailableError, check_on_store_error
 
@@ -85,7 +92,7 @@ class SQLiteStore:
                     "INSERT INTO sessions (key, data, updated_at) VALUES (?, ?, ?) "
                     "ON CONFLICT (key) DO UPDATE SET data = excluded.data, "
                     "updated_at = excluded.updated_at",
-                    (key, data, self._clock()),
+                    (storable(key), data, self._clock()),
                 )
                 self._sweep(conn)
             except sqlite3.Error as exc:
@@ -166,7 +173,8 @@ class SQLiteStore:
 
     def _load(self, conn: sqlite3.Connection, key: str) -> GuardSession | None:
         row = conn.execute(
-            "SELECT data FROM sessions WHERE key = ? AND updated_at >= ?", (key, self._oldest())
+            "SELECT data FROM sessions WHERE key = ? AND updated_at >= ?",
+            (storable(key), self._oldest()),
         ).fetchone()
         return None if row is None else restore_session(json.loads(row[0]))
 

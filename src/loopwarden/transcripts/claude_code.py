@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loopwarden.transcripts._hook_answers import mark_refused
 from loopwarden.transcripts._io import (
     as_dict,
     epoch_seconds,
@@ -183,6 +184,7 @@ def _result(splitter: TurnSplitter, block: dict[str, Any]) -> None:
     if block.get("is_error") is True:
         # What PostToolUseFailure reports too: the error text, no result.
         call.result, call.error = MISSING, text
+        mark_refused(call, text)
     else:
         # The text the model saw. toolUseResult ({stdout, stderr, ...} for Bash) holds the same
         # output; a plain dict result would hash to one value whatever it holds.

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loopwarden.transcripts._hook_answers import mark_refused
 from loopwarden.transcripts._io import as_dict, iter_jsonl, parse_arguments, text_of, usage_of
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
@@ -117,6 +118,8 @@ def _item(splitter: TurnSplitter, payload: dict[str, Any], lineno: int) -> ToolC
         answered = splitter.take(payload.get("call_id"))
         if answered is not None:
             answered.result, answered.error = _outcome(payload.get("output"))
+            output = payload.get("output")
+            mark_refused(answered, output if isinstance(output, str) else None)
     return None
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopwarden.transcripts._hook_answers import mark_refused, without_hook_context
 from loopwarden.transcripts._io import iter_jsonl, load_json
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
@@ -173,6 +174,7 @@ def _call(splitter: TurnSplitter, call: dict[str, Any], line: int) -> None:
         line=line,
     )
     tool.result, tool.error = _outcome(call)
+    mark_refused(tool, tool.error)
     splitter.add_call(tool)
 
 
@@ -188,7 +190,11 @@ def _outcome(call: dict[str, Any]) -> tuple[Any, str | None]:
 
 
 def _classify(text: str, *, failed: bool) -> tuple[Any, str | None]:
-    """A tool error is the outcome; a shell command's non-zero exit code marks a failed call."""
+    """A tool error is the outcome; a shell command's non-zero exit code marks a failed call.
+
+    A hook's context appended to the output (loopwarden's warning) is not part of it.
+    """
+    text = without_hook_context(text)
     if failed:
         return MISSING, text
     code = _EXIT_CODE.search(text)

@@ -81,6 +81,9 @@ class ToolCall:
     # counted on that response's first call only.
     at: float | None = None
     tokens: int | None = None
+    # loopwarden's own hook refused the call in the recorded session: it never ran (replay
+    # does not count it among the calls the guard would save).
+    refused: bool = False
     # The same response's tokens and money by kind, where recorded (first call only as well).
     usage: Usage | None = None
 
