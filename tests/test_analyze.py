@@ -20,12 +20,12 @@ OPENCLAW = "openclaw-session-example.jsonl"
 TRAJECTORY_KEYS = {
     "id", "source", "format", "succeeded", "calls", "warnings", "blocks", "stopped",
     "first_warning", "first_block", "stop", "calls_after_first_block_or_stop", "calls_saved",
-    "cost", "events",
+    "cost", "events", "spend",
 }  # fmt: skip
 SUMMARY_KEYS = {
     "trajectories", "calls", "with_warning", "with_block_or_stop", "stopped",
     "calls_after_first_block_or_stop", "calls_saved", "succeeded",
-    "succeeded_with_block_or_stop", "cost",
+    "succeeded_with_block_or_stop", "cost", "spend",
 }  # fmt: skip
 SCHEMA = json.loads(
     (Path(__file__).resolve().parents[1] / "docs" / "analyze-report.schema.json").read_text()

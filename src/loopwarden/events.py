@@ -33,10 +33,13 @@ class LoopEvent:
     # The call's number in its run, counting from 1, where the runtime knows it (a replay by
     # `loopwarden analyze --record` does; a live guard sees calls, not their place in the run).
     call: int | None = None
+    # The runtime's id of the call (a model's tool-call id), when it gave one.
+    tool_call_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the event (``call`` only where it is known)."""
+        """A JSON-ready dict of the event (``call`` and ``tool_call_id`` only where known)."""
         data = asdict(self)
-        if self.call is None:
-            del data["call"]
+        for optional in ("call", "tool_call_id"):
+            if data[optional] is None:
+                del data[optional]
         return data

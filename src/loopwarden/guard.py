@@ -8,6 +8,7 @@ bookkeeping errors are logged and swallowed: the guard never breaks a tool call.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -267,6 +268,7 @@ class LoopGuard:
         verdict: Verdict | CompactionVerdict,
         tool: str,
         args_hash: str | None,
+        call_id: str | None = None,
     ) -> LoopEvent:
         kind: EventType
         if isinstance(verdict, CompactionVerdict):
@@ -287,6 +289,7 @@ class LoopGuard:
             paired_tool_name=paired,
             args_hash=args_hash,
             timestamp=time.time(),
+            tool_call_id=call_id,
         )
         session.run(run, self.agent_id).add(event)
         log = logger.warning if action == "warn" else logger.error
@@ -350,6 +353,7 @@ class LoopGuard:
         except Exception as exc:
             return _failed(exc, what, may_block)
         self._deliver(events)  # outside the session update: subscribers may call the guard
+        _to_telemetry(events)
         return decision
 
     async def _adecide(
@@ -360,6 +364,7 @@ class LoopGuard:
         except Exception as exc:
             return _failed(exc, what, may_block)
         await self._adeliver(events)
+        _to_telemetry(events)  # on the loop, in the caller's context: its span is current
         return decision
 
     def before_tool_call(
@@ -447,7 +452,15 @@ class LoopGuard:
         if not self._should_emit(session, verdict, run, config):
             return Decision("allow", None, verdict)
         events.append(
-            self._event(session, run, "warn", verdict=verdict, tool=tool, args_hash=signature)
+            self._event(
+                session,
+                run,
+                "warn",
+                verdict=verdict,
+                tool=tool,
+                args_hash=signature,
+                call_id=tool_call_id,
+            )
         )
         return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
 
@@ -524,11 +537,27 @@ class LoopGuard:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
         if not stopping:
             events.append(
-                self._event(session, run, "block", verdict=verdict, tool=tool, args_hash=signature)
+                self._event(
+                    session,
+                    run,
+                    "block",
+                    verdict=verdict,
+                    tool=tool,
+                    args_hash=signature,
+                    call_id=tool_call_id,
+                )
             )
             return Decision("block", message, verdict, blocked_result(message))
         events.append(
-            self._event(session, run, "stop", verdict=verdict, tool=tool, args_hash=signature)
+            self._event(
+                session,
+                run,
+                "stop",
+                verdict=verdict,
+                tool=tool,
+                args_hash=signature,
+                call_id=tool_call_id,
+            )
         )
         session.keep_run(session.stopped, run, message)
         session.run(run, self.agent_id).stop_reason = as_stop_message(record_message(verdict, tool))
@@ -703,7 +732,13 @@ class LoopGuard:
         error_obj = CompactionLoopPersistedError.from_verdict(verdict)
         events.append(
             self._event(
-                session, run, "stop", verdict=verdict, tool=tool, args_hash=record.args_hash
+                session,
+                run,
+                "stop",
+                verdict=verdict,
+                tool=tool,
+                args_hash=record.args_hash,
+                call_id=tool_call_id,
             )
         )
         session.keep_run(session.stopped, run, verdict.message)
@@ -821,6 +856,23 @@ def _events_of(state: GuardSession | None, run_id: str | None) -> list[LoopEvent
         return []
     record = state.runs.get(normalize_run_id(run_id))
     return list(record.events) if record else []
+
+
+def _to_telemetry(events: list[LoopEvent]) -> None:
+    """Loop events to OpenTelemetry, when the application has imported it (else free).
+
+    Only a look at ``sys.modules``: a process that never imported OpenTelemetry cannot have
+    configured it, and loopwarden does not import it for them (a hook's start-up stays short).
+    """
+    modules = sys.modules
+    if events and (
+        "opentelemetry.trace" in modules
+        or "opentelemetry._logs" in modules
+        or "loopwarden.otel" in modules  # a hook or the proxy asked to export (the environment)
+    ):
+        from loopwarden import otel
+
+        otel.emit(events)
 
 
 def _call_subscriber(callback: Callable[[LoopEvent], None], event: LoopEvent) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden.analyze.spend import RunSpend, run_spend
 from loopwarden.core.patterns import as_stop_message
 from loopwarden.guard import record_message
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
@@ -90,6 +91,8 @@ class TrajectoryReport:
     tokens_saved: int | None = None
     seconds: float | None = None
     seconds_saved: float | None = None
+    # Tokens and money, and those after the first block or stop (analyze/spend.py).
+    spend: RunSpend | None = None
 
     @property
     def calls(self) -> int:
@@ -171,6 +174,7 @@ class TrajectoryReport:
                 "seconds_saved": self.seconds_saved,
             },
             "events": [mark.to_event() for mark in self.events],
+            "spend": None if self.spend is None else self.spend.to_json(),
         }
 
 
@@ -246,6 +250,8 @@ class Replayer:
                 cost.stopped_at = item.at
         self.guard.end_run(session, run_id)
         cost.fill(report)
+        first = report.first_block_or_stop
+        report.spend = run_spend(trajectory, None if first is None else first.index)
         return report
 
     def _replay_call(

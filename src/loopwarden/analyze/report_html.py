@@ -32,6 +32,7 @@ from loopwarden.analyze.replay import (
 )
 from loopwarden.analyze.report_text import duration, skipped_text
 from loopwarden.analyze.runner import Analysis, Totals
+from loopwarden.analyze.spend import SpendTotals, spend_lines
 from loopwarden.analyze.sweep import Variant, sweep_row
 from loopwarden.core.config import ResolvedConfig
 
@@ -167,6 +168,7 @@ def _page(
     yield from _problems(analysis)
     yield _summary(totals.as_dict())
     yield _cost(totals)
+    yield _spend(totals.spend)
     yield _breakdowns(reports)
     loops = sum(1 for report in reports if report.events)
     yield "<h2 class='part'>Trajectories, loops first</h2>\n"
@@ -380,7 +382,8 @@ def _trajectory(report: TrajectoryReport) -> str:
         f"{escape(report.format)} · {plural(report.calls, 'call')} · "
         f"{plural(report.warnings, 'warning')} · "
         f"{report.blocks} blocked{' · run stopped' if report.stopped else ''} · "
-        f"{plural(report.calls_saved, 'call')} saved · {escape(report.source)}"
+        f"{plural(report.calls_saved, 'call')} saved{_run_spend(report)} · "
+        f"{escape(report.source)}"
     )
     css = "traj has-loop" if has_loop else "traj"
     return (
@@ -388,6 +391,59 @@ def _trajectory(report: TrajectoryReport) -> str:
         f"<h3>{escape(report.id)}</h3><div class='info'>{info}</div>"
         f"<div class='timeline'>{cells}</div>{_args(report)}{_why(report)}</section>\n"
     )
+
+
+def _run_spend(report: TrajectoryReport) -> str:
+    """`` · $X spent ($Y after the first block or stop)`` where the run's money is known."""
+    spend = report.spend
+    if spend is None or spend.total.cost is None:
+        return ""
+    after = (
+        ""
+        if spend.after is None
+        else f" (${spend.after.cost or 0.0:,.2f} after the first block or stop)"
+    )
+    priced = " priced from --price" if spend.cost_source == "price" else ""
+    return f" · <span class='spend'>${spend.total.cost:,.2f} spent{priced}{after}</span>"
+
+
+def _spend(totals: SpendTotals) -> str:
+    """Spend against what came after the first block or stop, per model, as bars (inline SVG)."""
+    rows = [
+        (name, entry["spend"].cost, entry["after"].cost or 0.0)
+        for name, entry in sorted(totals.per_model.items())
+        if entry["spend"].cost is not None
+    ]
+    lines = "".join(f"<p class='meta'>{escape(line)}</p>" for line in spend_lines(totals))
+    if not rows:
+        return f"<h2 class='part'>What the runs spent</h2>{lines}\n" if lines else ""
+    top = max(cost for _, cost, _ in rows) or 1.0
+    width, bar, label = 360, 18, 230
+    bars = []
+    for row, (name, cost, after) in enumerate(rows):
+        y = row * (bar + 10)
+        full, saved = width * cost / top, width * min(after, cost) / top
+        bars.append(
+            f"<text x='0' y='{y + 13}' font-size='12'>{escape(name)}</text>"
+            f"<rect x='{label}' y='{y}' width='{full:.1f}' height='{bar}' fill='#9bb7d4'>"
+            f"<title>{escape(name)}: ${cost:,.2f} spent</title></rect>"
+            f"<rect x='{label + full - saved:.1f}' y='{y}' width='{saved:.1f}' height='{bar}' "
+            f"fill='#d9534f'><title>${after:,.2f} after the first block or stop</title></rect>"
+            f"<text x='{label + full + 6:.1f}' y='{y + 13}' font-size='12'>${cost:,.2f}"
+            f" (${after:,.2f} after)</text>"
+        )
+    height = len(rows) * (bar + 10)
+    svg = (
+        f"<svg id='spend' role='img' width='{label + width + 140}' height='{height}' "
+        "aria-label='spend per model, and the part after the first block or stop'>"
+        + "".join(bars)
+        + "</svg>"
+    )
+    key = (
+        "<p class='meta'>Blue: what the runs of each model spent; red: the part after the "
+        "guard's first block or stop (what it would have saved).</p>"
+    )
+    return f"<h2 class='part'>What the runs spent</h2>{lines}<div class='scroll'>{svg}</div>{key}\n"
 
 
 def _compaction_marks(count: int) -> str:

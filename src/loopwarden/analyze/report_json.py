@@ -19,8 +19,9 @@ from loopwarden.analyze.replay import TrajectoryReport
 from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
 
-SCHEMA = 2
-"""The version of the report's shape: 2 named blocks and stops apart and counted calls from 1."""
+SCHEMA = 3
+"""The version of the report's shape: 2 named blocks and stops apart and counted calls from 1;
+3 added what runs spent (``spend``)."""
 
 
 def _dumps(value: Any, *, indent: int | None = None) -> str:

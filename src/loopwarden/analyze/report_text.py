@@ -13,6 +13,7 @@ from loopwarden._console import PipeConsole
 from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport, worst_first
 from loopwarden.analyze.runner import Analysis, Totals
+from loopwarden.analyze.spend import spend_lines
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 MAX_LISTED = 50  # loop trajectories detailed in the text report (worst first); json/html: all
@@ -38,6 +39,8 @@ def write_text(analysis: Analysis, notices: Sequence[str], out: TextIO) -> None:
     cost = cost_sentence(analysis.totals[0])
     if cost:
         console.print(cost, soft_wrap=True)
+    for line in spend_lines(analysis.totals[0].spend):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     loops = worst_first([report for report in reports if report.events])
     if loops:
         console.print(f"\n[bold]Loops caught[/] ({plural(len(loops), 'trajectory')})")

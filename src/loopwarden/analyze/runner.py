@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
+from loopwarden.analyze.spend import Prices, SpendTotals, priced
 from loopwarden.records import RunRecorder
 from loopwarden.transcripts import (
     EXPECTED,
@@ -66,9 +67,12 @@ class Totals:
     tokens_saved: int | None = None
     seconds: float | None = None
     seconds_saved: float | None = None
+    spend: SpendTotals = field(default_factory=SpendTotals)
 
     def add(self, report: TrajectoryReport) -> None:
         """Count one trajectory's report."""
+        first_mark = report.first_block_or_stop
+        self.spend.add(report.spend, None if first_mark is None else first_mark.detector)
         self.trajectories += 1
         self.calls += report.calls
         self.with_warning += bool(report.warnings)
@@ -105,6 +109,7 @@ class Totals:
                 "seconds": self.seconds,
                 "seconds_saved": self.seconds_saved,
             },
+            "spend": self.spend.to_json(),
         }
 
 
@@ -296,13 +301,15 @@ def run_analysis(
     on_file: Callable[[FileResult], Any] | None = None,
     record: str | None = None,
     fields: Fields = (),
+    prices: Prices | None = None,
 ) -> Analysis:
     """Analyse every source in order; the same calls and results whatever ``jobs`` is.
 
     ``keep`` picks the reports kept in memory (all by default); ``on_trajectory`` sees every
     trajectory's reports as they come (for streamed output), ``on_file`` each finished file;
     ``record`` names a SQLite file that gets one run record per trajectory; ``fields``
-    renames the flat jsonl format's fields.
+    renames the flat jsonl format's fields; ``prices`` (``--price``) put money on runs whose
+    transcripts record tokens only.
     """
     analysis = Analysis(
         configs=list(configs),
@@ -312,6 +319,7 @@ def run_analysis(
     for status, per_trajectory in _results(sources, (fmt, fields), configs, jobs, record):
         for variants in per_trajectory:
             for variant, report in enumerate(variants):
+                report.spend = priced(report.spend, prices or {})
                 analysis.totals[variant].add(report)
                 if keep is None or keep(report):
                     analysis.reports[variant].append(report)

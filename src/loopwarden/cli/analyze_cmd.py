@@ -95,7 +95,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also write a run record of every trajectory to the SQLite file DB (read them "
         "with `loopwarden runs list --db DB`); not with --sweep",
     )
+    parser.add_argument(
+        "--price",
+        metavar="MODEL=IN,OUT",
+        action="append",
+        type=_price,
+        default=[],
+        help="US dollars per million input and output tokens of MODEL (* for any model), for "
+        "runs whose transcripts record tokens but no money (repeatable); the report says which "
+        "runs were priced this way",
+    )
     parser.set_defaults(handler=run)
+
+
+def _price(text: str) -> tuple[str, Any]:
+    from loopwarden.analyze.spend import parse_price
+
+    try:
+        return parse_price(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _jobs(text: str) -> int:
@@ -351,6 +370,7 @@ def _analyze_and_write(
             on_file=advance,
             record=args.record,
             fields=args.fields,
+            prices=dict(args.price),
         )
     analysis.errors[:0] = input_errors
     if not any(totals.trajectories for totals in analysis.totals):

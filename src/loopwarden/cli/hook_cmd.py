@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
 
     _lazylog.on_first_use(lambda: _quiet_logging(args.agent))  # logging only when it logs
     _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
+    if any(name.startswith("OTEL_EXPORTER_OTLP") for name in os.environ):
+        from loopwarden.otel import export_from_environment
+
+        export_from_environment()  # loop events to OTLP; the SDK loads at the first event only
     text = sys.stdin.read()
     answer = handle(args.agent, text, args.config, args.overrides, args.db)
     if answer:

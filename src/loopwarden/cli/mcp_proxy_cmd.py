@@ -202,6 +202,9 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
         call_timeout=args.call_timeout or None,
         events_path=args.events,
     )
+    from loopwarden.otel import export_from_environment
+
+    export_from_environment()  # loop events to OTLP when OTEL_EXPORTER_OTLP_* says where
     guard = LoopGuard(config, agent_id=args.agent, record_db=args.record)
     try:
         code = run(guard, options)

@@ -21,6 +21,7 @@ from loopwarden.transcripts import (
     openai_chat,
     openclaw,
     openhands,
+    otlp,
     swe_agent,
 )
 from loopwarden.transcripts.detect import Detected, detect, iter_sources
@@ -71,6 +72,7 @@ _READERS: dict[str, _Reader] = {
     "codex": _jsonl_only(codex.read),
     "gemini-cli": gemini_cli.read,
     "jsonl": _jsonl_only(flat_jsonl.read),
+    "otlp": otlp.read,
 }
 
 FORMATS: tuple[str, ...] = tuple(_READERS)

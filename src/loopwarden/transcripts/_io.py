@@ -5,12 +5,12 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
-from loopwarden.transcripts.model import TranscriptError
+from loopwarden.transcripts.model import TranscriptError, Usage
 
 MAX_LINE_CHARS = 64 * 1024 * 1024
 """The longest line read from a JSONL transcript, in characters (64 Mi, without the newline).
@@ -214,3 +214,29 @@ def token_sum(usage: Any, *keys: str) -> int | None:
         return None
     counts = [usage[key] for key in keys if type(usage.get(key)) is int]
     return sum(counts) if counts else None
+
+
+def count(value: Any) -> int | None:
+    """A token count as recorded: an int (not a bool), else None."""
+    return value if type(value) is int else None
+
+
+def money(value: Any) -> float | None:
+    """An amount of money as recorded: a finite number (not a bool), else None."""
+    if type(value) in (int, float) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return None
+
+
+def usage_of(
+    input_tokens: Any = None, output_tokens: Any = None, cached_tokens: Any = None, cost: Any = None
+) -> Usage | None:
+    """A :class:`Usage` of the values that are recorded; None when none is."""
+    usage = Usage(count(input_tokens), count(output_tokens), count(cached_tokens), money(cost))
+    return None if usage.empty else usage
+
+
+def total(values: Iterable[Any]) -> Any:
+    """The sum of the numbers among ``values`` (bools and the rest left out); None if none."""
+    known = [value for value in values if type(value) in (int, float)]
+    return sum(known) if known else None

@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._hook_answers import mark_refused
-from loopwarden.transcripts._io import epoch_seconds, iter_jsonl, text_of, token_sum
+from loopwarden.transcripts._io import (
+    as_dict,
+    epoch_seconds,
+    iter_jsonl,
+    text_of,
+    token_sum,
+    usage_of,
+)
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
 
@@ -102,7 +109,7 @@ def _cost(obj: dict[str, Any], message: dict[str, Any], counted: set[str]) -> tu
     at = epoch_seconds(obj.get("timestamp"))
     response = message.get("id")
     if isinstance(response, str) and response in counted:
-        return at, None
+        return at, None, None
     tokens = token_sum(
         message.get("usage"),
         "input_tokens",
@@ -112,7 +119,13 @@ def _cost(obj: dict[str, Any], message: dict[str, Any], counted: set[str]) -> tu
     )
     if tokens is not None and isinstance(response, str):
         counted.add(response)
-    return at, tokens
+    usage = as_dict(message.get("usage"))
+    kinds = usage_of(
+        token_sum(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+        usage.get("output_tokens"),
+        usage.get("cache_read_input_tokens"),
+    )
+    return at, tokens, kinds if tokens is not None else None
 
 
 def _calls(
@@ -121,7 +134,7 @@ def _calls(
     content = message.get("content")
     if not isinstance(content, list):
         return
-    at, tokens = cost
+    at, tokens, usage = cost
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_use":
             block_id = block.get("id")
@@ -133,9 +146,10 @@ def _calls(
                     line=lineno,
                     at=at,
                     tokens=tokens,
+                    usage=usage,
                 )
             )
-            tokens = None  # a response's tokens go on its first call
+            tokens, usage = None, None  # a response's tokens go on its first call
 
 
 def _user(splitter: TurnSplitter, obj: dict[str, Any], message: dict[str, Any]) -> None:

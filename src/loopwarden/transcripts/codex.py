@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._hook_answers import mark_refused
-from loopwarden.transcripts._io import iter_jsonl, parse_arguments, text_of
+from loopwarden.transcripts._io import as_dict, iter_jsonl, parse_arguments, text_of, usage_of
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
 
@@ -41,6 +41,8 @@ def looks_like(obj: dict[str, Any]) -> bool:
 def read(path: Path) -> Iterator[Trajectory]:
     """Import one rollout: one trajectory per turn that made tool calls."""
     splitter: TurnSplitter | None = None
+    unpriced: list[ToolCall] = []  # calls of the response whose token count is still to come
+    model: str | None = None
     for lineno, obj in iter_jsonl(path):
         kind, payload = obj.get("type"), obj.get("payload")
         if not isinstance(payload, dict):
@@ -54,19 +56,40 @@ def read(path: Path) -> Iterator[Trajectory]:
             splitter = TurnSplitter(str(path), FORMAT, _session_id(path, kind, payload))
         if kind == "turn_context":
             splitter.turn_key(payload.get("turn_id"))
+            model = payload["model"] if isinstance(payload.get("model"), str) else model
         elif kind == "event_msg":
             event = payload.get("type")
-            if event in _TURN_EVENTS:
+            if event == "token_count":
+                _count_tokens(unpriced, payload)
+            elif event in _TURN_EVENTS:
                 splitter.turn_key(payload.get("turn_id"))
             elif event == "user_message" and not splitter.keyed:
                 splitter.start_turn()  # older rollouts name no turns: a user message starts one
         elif kind == "compacted":
             splitter.add_compaction(lineno)
         elif kind == "response_item":
-            _item(splitter, payload, lineno)
-        yield from splitter.drain()
+            added = _item(splitter, payload, lineno)
+            if added is not None:
+                unpriced.append(added)
+        yield from _with_model(splitter.drain(), model)
     if splitter is not None:
-        yield from splitter.finish()
+        yield from _with_model(splitter.finish(), model)
+
+
+def _count_tokens(unpriced: list[ToolCall], payload: dict[str, Any]) -> None:
+    """A ``token_count`` event: the last response's usage goes on its first call."""
+    last = as_dict(as_dict(payload.get("info")).get("last_token_usage"))
+    if unpriced:
+        unpriced[0].usage = usage_of(
+            last.get("input_tokens"), last.get("output_tokens"), last.get("cached_input_tokens")
+        )
+        unpriced.clear()
+
+
+def _with_model(trajectories: Iterator[Trajectory], model: str | None) -> Iterator[Trajectory]:
+    for trajectory in trajectories:
+        trajectory.model = model
+        yield trajectory
 
 
 def _session_id(path: Path, kind: Any, payload: dict[str, Any]) -> str:
@@ -78,24 +101,26 @@ def _session_id(path: Path, kind: Any, payload: dict[str, Any]) -> str:
     return found.group(1) if found else stem
 
 
-def _item(splitter: TurnSplitter, payload: dict[str, Any], lineno: int) -> None:
+def _item(splitter: TurnSplitter, payload: dict[str, Any], lineno: int) -> ToolCall | None:
+    """Record a call or an output; returns the call when the item was one."""
     item = payload.get("type")
     if item in _CALLS:
         call_id = payload.get("call_id") or payload.get("id")
-        splitter.add_call(
-            ToolCall(
-                tool=_tool_name(item, payload),
-                params=_params(item, payload),
-                tool_call_id=str(call_id) if call_id is not None else None,
-                line=lineno,
-            )
+        call = ToolCall(
+            tool=_tool_name(item, payload),
+            params=_params(item, payload),
+            tool_call_id=str(call_id) if call_id is not None else None,
+            line=lineno,
         )
-    elif item in _OUTPUTS:
-        call = splitter.take(payload.get("call_id"))
-        if call is not None:
-            call.result, call.error = _outcome(payload.get("output"))
+        splitter.add_call(call)
+        return call
+    if item in _OUTPUTS:
+        answered = splitter.take(payload.get("call_id"))
+        if answered is not None:
+            answered.result, answered.error = _outcome(payload.get("output"))
             output = payload.get("output")
-            mark_refused(call, output if isinstance(output, str) else None)
+            mark_refused(answered, output if isinstance(output, str) else None)
+    return None
 
 
 def _tool_name(item: Any, payload: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts import claude_code, codex, gemini_cli, openhands
+from loopwarden.transcripts import claude_code, codex, gemini_cli, openhands, otlp
 from loopwarden.transcripts._io import iter_lines, load_json, open_text
 from loopwarden.transcripts.model import TranscriptError
 
@@ -88,6 +88,8 @@ def _first_line(path: Path) -> str | None:
 
 def _detect_line(obj: dict[str, Any]) -> Detected | None:
     """Recognise a JSONL format from its first object; None when it may be a one-line document."""
+    if otlp.looks_like(obj):  # the collector's file exporter: one export per line
+        return Detected(otlp.FORMAT)
     kind = obj.get("type")
     if kind == "session" or (kind in _OPENCLAW_ENTRY_TYPES and "parentId" in obj):
         return Detected("openclaw")
@@ -117,6 +119,8 @@ def _is_doc(obj: dict[str, Any]) -> bool:
 def _detect_doc(doc: Any) -> Detected:
     if gemini_cli.is_checkpoint(doc) or (isinstance(doc, dict) and gemini_cli.looks_like(doc)):
         return Detected("gemini-cli", doc=doc)
+    if otlp.looks_like(doc):
+        return Detected(otlp.FORMAT, doc=doc)
     if isinstance(doc, dict):
         if isinstance(doc.get("trajectory"), list) and ("history" in doc or "info" in doc):
             return Detected("swe-agent", doc=doc)

@@ -15,8 +15,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import as_dict, load_json, parse_arguments, text_of
-from loopwarden.transcripts.model import CallLinker, ToolCall, Trajectory, TranscriptError
+from loopwarden.transcripts._io import (
+    as_dict,
+    load_json,
+    parse_arguments,
+    text_of,
+    total,
+    usage_of,
+)
+from loopwarden.transcripts.model import (
+    CallLinker,
+    ToolCall,
+    Trajectory,
+    TranscriptError,
+    Usage,
+)
 
 FORMAT = "mini-swe-agent"
 
@@ -37,18 +50,53 @@ def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
     trajectory = Trajectory(id=traj_id, source=str(path), format=FORMAT)
     linker = CallLinker(trajectory)
     awaiting: ToolCall | None = None  # text-mode call waiting for its user observation
+    responses: list[Usage] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise TranscriptError(str(path), f"messages[{index}] is not an object")
         role = message.get("role")
         if role == "assistant":
+            before = len(trajectory.items)
             awaiting = _assistant(linker, message, index)
+            usage = _response_usage(message)
+            if usage is not None:
+                responses.append(usage)
+                if len(trajectory.items) > before:  # on the response's first call
+                    trajectory.calls[before].usage = usage
         elif role == "tool":
             _tool_result(linker, message)
         elif role == "user" and awaiting is not None:
             _text_result(awaiting, text_of(message.get("content")))
             awaiting = None
+    _run_usage(trajectory, doc, responses)
     yield trajectory
+
+
+def _response_usage(message: dict[str, Any]) -> Usage | None:
+    """A model response's tokens and cost (LiteLLM's ``usage``, kept under ``extra``)."""
+    usage = as_dict(as_dict(as_dict(message.get("extra")).get("response")).get("usage"))
+    details = as_dict(usage.get("prompt_tokens_details"))
+    return usage_of(
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        details.get("cached_tokens"),
+        usage.get("cost"),
+    )
+
+
+def _run_usage(trajectory: Trajectory, doc: dict[str, Any], responses: list[Usage]) -> None:
+    """The run's tokens (its responses summed) and cost (``instance_cost``), and its model."""
+    info = as_dict(doc.get("info"))
+    trajectory.model = as_dict(as_dict(info.get("config")).get("model")).get("model_name")
+    if not isinstance(trajectory.model, str):
+        trajectory.model = None
+
+    trajectory.usage = usage_of(
+        total([r.input_tokens for r in responses]),
+        total([r.output_tokens for r in responses]),
+        total([r.cached_tokens for r in responses]),
+        as_dict(info.get("model_stats")).get("instance_cost"),
+    )
 
 
 def _assistant(linker: CallLinker, message: dict[str, Any], index: int) -> ToolCall | None:

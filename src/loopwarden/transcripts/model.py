@@ -36,6 +36,30 @@ class TranscriptError(Exception):
         super().__init__(f"{where}: {reason}")
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What model responses cost, as a transcript records it (None: not recorded).
+
+    ``input_tokens`` counts every prompt token, those read from a prompt cache included;
+    ``cached_tokens`` says how many of them were. ``cost`` is money in US dollars.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is recorded."""
+        return (
+            self.input_tokens is None
+            and self.output_tokens is None
+            and self.cached_tokens is None
+            and self.cost is None
+        )
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call and, when recorded, its outcome.
@@ -60,6 +84,8 @@ class ToolCall:
     # loopwarden's own hook refused the call in the recorded session: it never ran (replay
     # does not count it among the calls the guard would save).
     refused: bool = False
+    # The same response's tokens and money by kind, where recorded (first call only as well).
+    usage: Usage | None = None
 
     @property
     def has_outcome(self) -> bool:
@@ -89,6 +115,10 @@ class Trajectory:
     # Whether the run reached its goal, where the transcript says (tau-bench's reward): the
     # report counts blocks in runs that succeeded, the price of a setting.
     succeeded: bool | None = None
+    # What the whole run cost, where the agent records a total (SWE-agent, mini-swe-agent,
+    # OpenHands), and the model that ran it.
+    usage: Usage | None = None
+    model: str | None = None
 
     @property
     def calls(self) -> list[ToolCall]:

@@ -18,8 +18,9 @@ from loopwarden.transcripts._io import (
     parse_arguments,
     text_of,
     token_sum,
+    usage_of,
 )
-from loopwarden.transcripts.model import MISSING, CallLinker, ToolCall, Trajectory
+from loopwarden.transcripts.model import MISSING, CallLinker, ToolCall, Trajectory, Usage
 
 FORMAT = "openclaw"
 
@@ -106,6 +107,22 @@ def _cost(calls: list[ToolCall], obj: dict[str, Any], message: dict[str, Any]) -
         call.at = at
     if calls:
         calls[0].tokens = total
+        calls[0].usage = _usage(usage)
+
+
+def _usage(usage: Any) -> Usage | None:
+    """OpenClaw's usage: input, cache reads and writes are all prompt tokens; cost in USD."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = token_sum(usage, "input", "cacheRead", "cacheWrite")
+    cost = usage.get("cost")
+    return usage_of(
+        prompt,
+        usage.get("output"),
+        usage.get("cacheRead"),
+        # OpenClaw writes 0 for a model it has no price for: that is not a free response.
+        (cost.get("total") or None) if isinstance(cost, dict) else None,
+    )
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,7 +16,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import as_dict, iter_jsonl, load_json, parse_arguments, text_of
+from loopwarden.transcripts._io import (
+    as_dict,
+    iter_jsonl,
+    load_json,
+    parse_arguments,
+    text_of,
+    total,
+    usage_of,
+)
 from loopwarden.transcripts.model import MISSING, CallLinker, ToolCall, Trajectory
 
 FORMAT = "openhands"
@@ -91,7 +99,29 @@ def _build(path: Path, traj_id: str, events: Iterable[tuple[int, dict[str, Any]]
                 _set_outcome(answered, kind, event)
         elif kind == "Condensation":
             linker.add_compaction(position)
+        elif kind == "ConversationStateUpdateEvent" and event.get("key") == "stats":
+            _stats(trajectory, event.get("value"))  # accumulated: the last one is the total
     return trajectory
+
+
+def _stats(trajectory: Trajectory, stats: Any) -> None:
+    """The run's accumulated cost and tokens, summed over its LLMs (agent, condenser...)."""
+    metrics = [as_dict(m) for m in as_dict(as_dict(stats).get("usage_to_metrics")).values()]
+    if not metrics:
+        return
+    usages = [as_dict(m.get("accumulated_token_usage")) for m in metrics]
+
+    cache_read = total([u.get("cache_read_tokens") for u in usages])
+    prompt = total([u.get("prompt_tokens") for u in usages])
+    trajectory.usage = usage_of(
+        prompt,
+        total([u.get("completion_tokens") for u in usages]),
+        cache_read,
+        # 0 is what it accumulates for a model LiteLLM has no price for, not a free run.
+        total([m.get("accumulated_cost") for m in metrics]) or None,
+    )
+    model = metrics[0].get("model_name")
+    trajectory.model = model if isinstance(model, str) else trajectory.model
 
 
 def _call(event: dict[str, Any], position: int) -> ToolCall:

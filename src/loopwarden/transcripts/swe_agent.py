@@ -8,11 +8,12 @@ history) the tool is the action's command word and the parameters are the whole 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import as_dict, load_json, parse_arguments
+from loopwarden.transcripts._io import as_dict, load_json, parse_arguments, usage_of
 from loopwarden.transcripts.model import ToolCall, Trajectory, TranscriptError
 
 FORMAT = "swe-agent"
@@ -44,7 +45,23 @@ def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
         observation = step.get("observation")
         call.result = observation if isinstance(observation, str) else ""
         trajectory.items.append(call)
+    stats = as_dict(as_dict(doc.get("info")).get("model_stats"))
+    trajectory.usage = usage_of(
+        stats.get("tokens_sent"), stats.get("tokens_received"), cost=stats.get("instance_cost")
+    )
+    trajectory.model = _model_name(doc.get("replay_config"))
     yield trajectory
+
+
+def _model_name(replay_config: Any) -> str | None:
+    """The model a 1.x run used (its replay config, a JSON text); 0.x files do not say."""
+    if isinstance(replay_config, str):
+        try:
+            replay_config = json.loads(replay_config)
+        except json.JSONDecodeError:
+            return None
+    name = as_dict(as_dict(as_dict(replay_config).get("agent")).get("model")).get("name")
+    return name if isinstance(name, str) else None
 
 
 def _history_calls(history: Any) -> list[tuple[str, ToolCall]]:

@@ -1,0 +1,230 @@
+"""OpenTelemetry traces (OTLP JSON): the tool-call spans of each trace, one run per trace.
+
+The OpenTelemetry collector's file exporter writes one ``{"resourceSpans": [...]}`` object per
+line (``resourceSpans`` → ``scopeSpans`` → ``spans``); a whole document of that shape reads the
+same. A span is a tool call when it follows either convention:
+
+- GenAI: ``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``,
+  ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``;
+- OpenInference: ``openinference.span.kind = TOOL``, ``tool.name``, ``input.value``,
+  ``output.value`` (a LangChain ``ToolMessage`` serialised there is read back to its content).
+
+Arguments that hold a JSON value are parsed; a span whose status is an error is a failed call.
+A trace's spans may arrive over many lines (batches): they are gathered per ``traceId`` and
+ordered by start time. Traces without tool spans are not runs and are left out. A model call's
+span (GenAI ``chat``, OpenInference ``LLM``) gives its tokens to the first tool call after it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loopwarden.transcripts._io import iter_lines, load_json, open_text, usage_of
+from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError, Usage
+
+FORMAT = "otlp"
+
+_ERROR_CODES = (2, "STATUS_CODE_ERROR")
+_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+
+
+def looks_like(obj: Any) -> bool:
+    """Whether a JSON object is an OTLP traces export (one line of the file exporter, or all)."""
+    return isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list)
+
+
+def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
+    """One trajectory per trace that has tool-call spans, in order of each trace's first call."""
+    exports = [doc] if doc is not None else list(_exports(path))
+    traces: dict[str, list[tuple[int, ToolCall | _Response]]] = {}
+    for export in exports:
+        for trace_id, start, item in _spans(export, path):
+            traces.setdefault(trace_id, []).append((start, item))
+    runs = [
+        (trace_id, sorted(items, key=lambda pair: pair[0]))
+        for trace_id, items in traces.items()
+        if any(isinstance(item, ToolCall) for _, item in items)
+    ]
+    runs.sort(key=lambda run: run[1][0][0])
+    for trace_id, items in runs:
+        yield _trajectory(path, trace_id, [item for _, item in items])
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    """A model call's span (GenAI ``chat``, OpenInference ``LLM``): its model and tokens."""
+
+    model: str | None
+    usage: Usage | None
+
+
+def _trajectory(path: Path, trace_id: str, items: list[ToolCall | _Response]) -> Trajectory:
+    """The trace's calls in order; a model response's tokens go on the first call after it."""
+    trajectory = Trajectory(id=trace_id, source=str(path), format=FORMAT)
+    pending: Usage | None = None
+    for item in items:
+        if isinstance(item, _Response):
+            pending = item.usage
+            trajectory.model = item.model or trajectory.model
+        else:
+            item.usage, pending = pending, None
+            trajectory.items.append(item)
+    return trajectory
+
+
+def _exports(path: Path) -> Iterator[Any]:
+    """The export objects of a file: one per line, or the one document it holds."""
+    with open_text(path) as handle:
+        lines = [(number, raw) for number, raw in iter_lines(handle, path) if raw.strip()]
+    try:
+        parsed = [(number, json.loads(raw)) for number, raw in lines]
+    except json.JSONDecodeError:
+        yield load_json(path)  # pretty-printed: one document over many lines
+        return
+    for number, obj in parsed:
+        if not looks_like(obj):
+            raise TranscriptError(str(path), "not an OTLP traces object (no resourceSpans)", number)
+        yield obj
+
+
+def _spans(export: Any, path: Path) -> Iterator[tuple[str, int, ToolCall | _Response]]:
+    if not looks_like(export):
+        raise TranscriptError(str(path), "not an OTLP traces export (no resourceSpans)")
+    for resource in export["resourceSpans"]:
+        scopes = _list(resource, "scopeSpans") or _list(resource, "instrumentationLibrarySpans")
+        for scope in scopes:
+            for span in _list(scope, "spans"):
+                found = _tool_call(span) or _response(span)
+                if found is not None:
+                    yield str(span.get("traceId", "")), *found
+
+
+def _response(span: Any) -> tuple[int, _Response] | None:
+    """A model call's span with what it cost (GenAI or OpenInference token counts)."""
+    if not isinstance(span, dict):
+        return None
+    attrs = attributes(_list(span, "attributes"))
+    if attrs.get("openinference.span.kind") == "LLM":
+        usage = usage_of(
+            attrs.get("llm.token_count.prompt"),
+            attrs.get("llm.token_count.completion"),
+            attrs.get("llm.token_count.prompt_details.cache_read"),
+        )
+        model = attrs.get("llm.model_name")
+    elif attrs.get("gen_ai.operation.name") in _MODEL_OPERATIONS:
+        usage = usage_of(
+            attrs.get("gen_ai.usage.input_tokens"),
+            attrs.get("gen_ai.usage.output_tokens"),
+            attrs.get("gen_ai.usage.cache_read.input_tokens"),
+        )
+        model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+    else:
+        return None
+    name = model if isinstance(model, str) else None
+    return _int(span.get("startTimeUnixNano")), _Response(name, usage)
+
+
+def _list(obj: Any, key: str) -> list[Any]:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, list) else []
+
+
+def _tool_call(span: Any) -> tuple[int, ToolCall] | None:
+    """The call a span records, with its start time (ns); None for a span that is no tool call."""
+    if not isinstance(span, dict):
+        return None
+    attrs = attributes(_list(span, "attributes"))
+    if "loopwarden.action" in attrs:
+        return None  # loopwarden's own span for a loop event, not a call
+    if attrs.get("gen_ai.operation.name") == "execute_tool":
+        name, args = attrs.get("gen_ai.tool.name"), attrs.get("gen_ai.tool.call.arguments")
+        output = attrs.get("gen_ai.tool.call.result", MISSING)
+    elif attrs.get("openinference.span.kind") == "TOOL":
+        name, args = attrs.get("tool.name"), attrs.get("input.value")
+        output = _langchain_content(attrs.get("output.value", MISSING))
+    else:
+        return None
+    start = _int(span.get("startTimeUnixNano"))
+    call = ToolCall(
+        tool=str(name or span.get("name") or ""),
+        params=_parsed(args),
+        tool_call_id=_text(attrs.get("gen_ai.tool.call.id")) or _text(span.get("spanId")),
+        at=start / 1e9 if start else None,
+    )
+    status = span.get("status")
+    if isinstance(status, dict) and status.get("code") in _ERROR_CODES:
+        call.error = str(status.get("message") or "error")
+    if output is not MISSING:
+        call.result = output
+    return start, call
+
+
+def attributes(items: Iterable[Any]) -> dict[str, Any]:
+    """OTLP JSON ``[{key, value: {stringValue | intValue | ...}}]`` as a plain dict."""
+    found: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
+            found[item["key"]] = _value(item.get("value"))
+    return found
+
+
+def _value(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return None
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "intValue" in value:
+        return _int(value["intValue"])  # int64 is a string in OTLP JSON
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        return [_value(v) for v in _list(value["arrayValue"], "values")]
+    if "kvlistValue" in value:
+        return attributes(_list(value["kvlistValue"], "values"))
+    return value.get("bytesValue")
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+def _parsed(args: Any) -> Any:
+    """Arguments as recorded: a JSON text is read to its value, anything else kept as it is."""
+    if args is None:
+        return {}
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except json.JSONDecodeError:
+            return args
+    return args
+
+
+def _langchain_content(output: Any) -> Any:
+    """A LangChain ``ToolMessage`` serialised into ``output.value``: its content; else as is.
+
+    The message's ids differ on every call, its content is what the tool returned.
+    """
+    if not isinstance(output, str) or not output.startswith("{"):
+        return output
+    try:
+        message = json.loads(output)
+    except json.JSONDecodeError:
+        return output
+    data = message.get("data") if isinstance(message, dict) else None
+    if message.get("type") == "tool" and isinstance(data, dict) and "content" in data:
+        return data["content"]
+    return output
