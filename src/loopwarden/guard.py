@@ -23,6 +23,7 @@ from loopwarden.core.compaction import (
     PostCompactionGuard,
 )
 from loopwarden.core.config import (
+    ZERO_CONFIG_PROFILE,
     ResolvedConfig,
     effective_config,
     is_full_config,
@@ -143,11 +144,13 @@ def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
 
 
 def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfig:
+    if config is None:
+        return resolve_config({"profile": ZERO_CONFIG_PROFILE})
     if isinstance(config, ResolvedConfig):
         return config
     if isinstance(config, (str, Path)):
         return load_config(config).resolve(agent_id)
-    if config is not None and is_full_config(config):
+    if is_full_config(config):
         return resolve_config(effective_config(config, agent_id))
     return resolve_config(config)
 
@@ -155,8 +158,11 @@ def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfi
 class LoopGuard:
     """Loop detection around every tool call of an agent runtime.
 
-    ``config`` is a ``tools.loopDetection`` block, a whole OpenClaw config (a dict with a
-    ``tools`` or ``agents`` key; ``agent_id`` picks the agent), a config file path, or a
+    ``config`` is None (the default: the ``recommended`` profile, which ends loops), a
+    ``tools.loopDetection`` block, read exactly as OpenClaw reads it (``{"enabled": True}`` is
+    OpenClaw's own detection; ``{"profile": "recommended"}`` picks loopwarden's), a whole
+    OpenClaw config (a dict with a ``tools`` or ``agents`` key; ``agent_id`` picks the agent),
+    a config file path, or a
     :class:`ResolvedConfig`. A file is validated strictly and raises :class:`ConfigError`.
     ``record_db`` writes loop events and run starts/ends to a SQLite file (``True``: the
     default location; see :mod:`loopwarden.records`).

@@ -6,7 +6,7 @@ Requires the ``claude-agent-sdk`` extra (``pip install 'loopwarden[claude-agent-
     from loopwarden import LoopGuard
     from loopwarden.adapters.claude_agent_sdk import guard_options
 
-    options = guard_options(ClaudeAgentOptions(...), LoopGuard({"enabled": True}))
+    options = guard_options(ClaudeAgentOptions(...), LoopGuard())
     async for message in query(prompt="...", options=options):
         ...
 
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from loopwarden.adapters._common import RunBook, RunState, new_run_id
+from loopwarden.adapters._common import RunBook, RunState, guard_or_default, new_run_id
 from loopwarden.hooks._protocol import (
     SILENT,
     Answer,
@@ -76,14 +76,17 @@ class LoopGuardHooks:
     object to find a session's current run (``run_of(session_id)``).
 
     Args:
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of Claude Code's ``session_id`` naming the guard session; default:
             the ``session_id`` itself.
         max_runs: how many sessions (and subagent runs) the hooks keep state for.
     """
 
-    def __init__(self, guard: LoopGuard, *, session: SessionKey = None, max_runs: int = 4096):
-        self.guard = guard
+    def __init__(
+        self, guard: LoopGuard | None = None, *, session: SessionKey = None, max_runs: int = 4096
+    ):
+        self.guard = guard_or_default(guard)
         self._session = session
         self._runs: RunBook[str] = RunBook(max_runs)
 
@@ -221,13 +224,14 @@ def _output(answer: Answer) -> HookJSONOutput:
 
 
 def guard_options(
-    options: ClaudeAgentOptions, guard: LoopGuard, *, session: SessionKey = None
+    options: ClaudeAgentOptions, guard: LoopGuard | None = None, *, session: SessionKey = None
 ) -> ClaudeAgentOptions:
     """A copy of ``options`` with loopwarden's hooks first in line (``options`` is unchanged).
 
     Args:
         options: the ``ClaudeAgentOptions`` to guard; hooks already in it are kept.
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of Claude Code's ``session_id`` naming the guard session.
     """
     return LoopGuardHooks(guard, session=session).attach(options)

@@ -7,7 +7,7 @@ environment with the ``openai-agents`` and ``google-adk`` extras, see docs/integ
     from loopwarden import LoopGuard
     from loopwarden.adapters.crewai import LoopStopped, guard_crew
 
-    crew = guard_crew(Crew(agents=[...], tasks=[...]), LoopGuard({"enabled": True}))
+    crew = guard_crew(Crew(agents=[...], tasks=[...]), LoopGuard())
     try:
         result = crew.kickoff()
     except LoopStopped as stop:
@@ -40,7 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loopwarden.adapters._common import LoopStopped, new_run_id, stop_reason, with_warning
+from loopwarden.adapters._common import (
+    LoopStopped,
+    guard_or_default,
+    new_run_id,
+    stop_reason,
+    with_warning,
+)
 
 try:
     from crewai.hooks.dispatch import HookAborted, InterceptionPoint, register
@@ -92,13 +98,16 @@ class LoopGuardHooks:
     ``guard_crew(crew, guard)`` is ``LoopGuardHooks(guard).attach(crew)``.
 
     Args:
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of the crew naming the guard session; default ``crew-<crew.id>``.
         max_runs: how many crews (with their current run) the hooks keep state for.
     """
 
-    def __init__(self, guard: LoopGuard, *, session: SessionKey = None, max_runs: int = 4096):
-        self.guard = guard
+    def __init__(
+        self, guard: LoopGuard | None = None, *, session: SessionKey = None, max_runs: int = 4096
+    ):
+        self.guard = guard_or_default(guard)
         self._session = session
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._max_runs = max_runs
@@ -303,12 +312,13 @@ def _ensure_registered() -> None:
         _registered = True
 
 
-def guard_crew(crew: Any, guard: LoopGuard, *, session: SessionKey = None) -> Any:
+def guard_crew(crew: Any, guard: LoopGuard | None = None, *, session: SessionKey = None) -> Any:
     """Guard ``crew``'s tool calls with ``guard`` from its next ``kickoff`` on; returns the crew.
 
     Args:
         crew: a ``crewai.Crew``; guarding it again replaces the earlier guard.
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of the crew naming the guard session; default ``crew-<crew.id>``.
     """
     return LoopGuardHooks(guard, session=session).attach(crew)

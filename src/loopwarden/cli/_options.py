@@ -9,6 +9,7 @@ from typing import Any
 from loopwarden._terminal import printable
 from loopwarden.core.config import (
     BLOCK_PATH,
+    ZERO_CONFIG_PROFILE,
     ConfigError,
     ResolvedConfig,
     load_config,
@@ -130,14 +131,23 @@ def config_block_from_args(
 
 
 def config_from_args(
-    args: argparse.Namespace, *, default_enabled: bool | None, swept: Sequence[str] = ()
+    args: argparse.Namespace,
+    *,
+    default_enabled: bool | None,
+    swept: Sequence[str] = (),
+    zero_config: bool = False,
 ) -> tuple[ResolvedConfig, list[str]]:
     """Resolve the config the options describe; ``default_enabled`` fills an absent ``enabled``.
 
+    ``zero_config``: with neither ``--config`` nor ``--set``, the profile that runs when no
+    config is given (``recommended``); a file or a ``--set`` means exactly what it says.
     Raises :class:`ConfigError` with a clear message for a bad file, agent, ``--set`` or
     ``--sweep`` value.
     """
     block, notices = config_block_from_args(args, swept)
+    if zero_config and not (args.config or args.overrides or swept):
+        notices.append(f"no config given: using the {ZERO_CONFIG_PROFILE!r} profile")
+        return resolve_config({"profile": ZERO_CONFIG_PROFILE}), notices
     if "enabled" not in with_profile_defaults(block) and default_enabled is not None:
         block["enabled"] = default_enabled
         value = str(default_enabled).lower()
