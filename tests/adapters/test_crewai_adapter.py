@@ -350,3 +350,25 @@ def test_the_docs_example_runs_and_the_loop_is_cut() -> None:
     assert out.count(f"WARNING: You have called get_weather {warning} times") == 1
     blocked = f"identical arguments and identical outcomes {critical} times"
     assert f"stopped: CRITICAL: Called get_weather with {blocked}" in out
+
+
+@pytest.mark.parametrize("how", ["kickoff", "akickoff"])
+def test_no_config_ends_a_loop_after_three_executions(
+    how: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``guard_crew(crew)`` alone: the recommended profile stops an endless loop early."""
+    import asyncio
+
+    tools = Tools()
+    model = Scripted(model="scripted", turns=[[PARIS]] * 500)
+    agent = Agent(role="forecaster", goal="weather", backstory="-", llm=model, tools=tools.all)
+    task = Task(description="What's the weather in Paris?", expected_output="it", agent=agent)
+    crew = guard_crew(Crew(agents=[agent], tasks=[task]))
+
+    with pytest.raises(CrewLoopStopped) as stopped:
+        asyncio.run(crew.akickoff()) if how == "akickoff" else crew.kickoff()
+
+    assert tools.executions == 3
+    assert model.made == 5  # three runs, a block, the retry that stops the run
+    assert stopped.value.detector == "consecutive_repeat"
+    assert "Error executing listener" not in capfd.readouterr().err

@@ -444,3 +444,19 @@ def test_a_tool_that_raises_is_recorded_and_the_error_goes_on() -> None:
     assert state is not None
     [call] = state.state.history
     assert call.tool_name == "broken" and (call.result_hash or "").startswith("error:")
+
+
+def test_no_config_ends_a_loop_after_three_executions() -> None:
+    """``LoopGuardPlugin()`` alone: the recommended profile stops an endless loop early."""
+    tools = Tools()
+    model = Scripted(turns=turns(PARIS, repeat=500))
+    agent = LlmAgent(name="weather", model=model, tools=tools.all())
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[LoopGuardPlugin()]))
+
+    _, events = asyncio.run(run(runner))
+
+    assert tools.executions == 3
+    assert model.made == 5  # three runs, a block, the retry that stops the run
+    assert events[-1].custom_metadata == {
+        "loopwarden": {"action": "stop", "detector": "consecutive_repeat"}
+    }
