@@ -1000,3 +1000,21 @@ def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
 
     run(body)
     assert executions(counter)["blob"] == 1 + critical
+
+
+def test_no_config_ends_a_loop_after_three_executions(counter: Path) -> None:
+    """``loopwarden mcp-proxy -- SERVER`` alone runs the recommended profile: a client that
+    repeats one call gets three real executions, a block, then the stop for the rest."""
+    answers: list[Any] = []
+
+    async def body() -> None:
+        async with connect(proxy_argv(), env_for(counter)) as session:
+            for _ in range(12):
+                answers.append(await session.call_tool("echo", {"text": "again"}))
+
+    run(body)
+    assert executions(counter)["echo"] == 3
+    actions = [(a.meta or {}).get("loopwarden/action") for a in answers]
+    assert actions[:4] == [None, None, None, "block"]
+    assert actions[4:] == ["stop"] * 8
+    assert all(a.isError for a in answers[3:])
