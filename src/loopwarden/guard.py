@@ -8,6 +8,7 @@ bookkeeping errors are logged and swallowed: the guard never breaks a tool call.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -41,6 +42,7 @@ from loopwarden.core.history import (
     record_outcome,
     record_veto,
 )
+from loopwarden.core.in_flight import presumed_view
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     comparable_outcome,
@@ -433,8 +435,8 @@ class LoopGuard:
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
         in_flight = self._in_flight(session, run, batch, config)
-        pending = 0 if in_flight is None else in_flight.calls.get(signature, 0)
-        verdict = self._verdict(session, tool, params, signature, config, run, pending)
+        view, pending = _presumed(session, run, in_flight, signature)
+        verdict = self._verdict(view, tool, params, signature, config, run, pending)
         if verdict.stuck and verdict.level == "critical":
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
@@ -841,6 +843,24 @@ def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
     if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
         return STORE_UNAVAILABLE
     return ALLOW
+
+
+def _presumed(
+    session: GuardSession, run: str | None, in_flight: InFlight | None, signature: str
+) -> tuple[GuardSession, int]:
+    """The session as detection reads it, and the identical calls in flight left unknown.
+
+    Calls of the current batch still in flight are presumed to return what the same call last
+    returned in the run (see core/in_flight.py), so that a batch is decided the same whether
+    the runtime reports each outcome before the next call or all of them after every call.
+    """
+    if in_flight is None:
+        return session, 0
+    presumed = presumed_view(session.state, run, in_flight.calls)
+    if presumed is None:
+        return session, in_flight.calls.get(signature, 0)
+    state, left = presumed
+    return dataclasses.replace(session, state=state), left.get(signature, 0)
 
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:

@@ -460,3 +460,21 @@ def test_no_config_ends_a_loop_after_three_executions() -> None:
     assert events[-1].custom_metadata == {
         "loopwarden": {"action": "stop", "detector": "consecutive_repeat"}
     }
+
+
+def test_a_batch_is_decided_the_same_whatever_order_its_outcomes_come_in() -> None:
+    """Two different calls per turn, again and again: ADK runs them concurrently. Sync tools
+    report each outcome before the next call starts; tools that await report every outcome
+    after both calls started. The decisions must not depend on that (issue #25)."""
+    rome: Call = ("get_weather", {"city": "Rome"})
+    runs = {}
+    for wait in (None, 0.05):
+        guard = LoopGuard()
+        seen = events_of(guard)
+        runner, model, tools = make(guard, [[PARIS, rome]] * 12, Tools(wait=wait))
+        asyncio.run(run(runner))
+        runs[wait] = (tools.executions, model.made, [(e.action, e.detector) for e in seen])
+
+    assert runs[0.05] == runs[None], runs
+    _, turns, events = runs[None]
+    assert events[-1][0] == "stop" and turns < 12
