@@ -33,10 +33,13 @@ each call and the (identical) cached result, so detection is unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +93,7 @@ class _Run:
     calls: dict[int, _Call] = field(default_factory=dict)  # id(tool_input) → the call
     executors: dict[str, Any] = field(default_factory=dict)  # agent role → its executor
     summaries: set[str] = field(default_factory=set)  # digests of the summaries seen
+    started: Future[None] | None = None  # the guard's start of the run, when off the loop
 
 
 class LoopGuardHooks:
@@ -112,6 +116,9 @@ class LoopGuardHooks:
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._max_runs = max_runs
         self._lock = threading.Lock()
+        # Run starts and ends reached on an event loop (akickoff) go here: one thread, so
+        # they reach the guard in order, and the loop is never blocked by the store.
+        self._boundaries: ThreadPoolExecutor | None = None
 
     def attach(self, crew: Any) -> Any:
         """Guard ``crew``'s tool calls from its next ``kickoff`` on; returns the crew."""
@@ -137,7 +144,7 @@ class LoopGuardHooks:
             self._runs[str(crew.id)] = run
             while len(self._runs) > self._max_runs:
                 self._runs.popitem(last=False)
-        self.guard.start_run(run.session, run.run_id)
+        run.started = self._off_loop(self.guard.start_run, run.session, run.run_id)
 
     def _end(self, crew: Any, status: str) -> None:
         with self._lock:
@@ -145,7 +152,33 @@ class LoopGuardHooks:
             if run is not None:
                 run.executors.clear()  # no references to a finished run's executors
         if run is not None:
-            self.guard.end_run(run.session, run.run_id, outcome=status)
+            self._off_loop(self.guard.end_run, run.session, run.run_id, outcome=status)
+
+    def _off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[None] | None:
+        """Call ``fn`` now, or in the boundaries thread when this hook runs on an event loop.
+
+        CrewAI's hooks are synchronous, and ``akickoff`` calls the run-boundary hooks on its
+        event loop: a store round trip there would block the loop.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            fn(*args, **kwargs)
+            return None
+        with self._lock:
+            if self._boundaries is None:
+                self._boundaries = ThreadPoolExecutor(1, thread_name_prefix="loopwarden-crewai")
+            boundaries = self._boundaries
+        return boundaries.submit(_logged, fn, *args, **kwargs)
+
+    @staticmethod
+    def _wait_started(run: _Run) -> None:
+        """A tool call of the run waits for the run's start to reach the guard (CrewAI runs
+        tool calls in its worker threads, never on the loop)."""
+        started = run.started
+        if started is not None:
+            started.result()
+            run.started = None
 
     def _run(self, crew: Any) -> _Run:
         with self._lock:
@@ -175,6 +208,7 @@ class LoopGuardHooks:
 
     def _before_tool(self, ctx: Any) -> bool | None:
         run = self._run(ctx.crew)
+        self._wait_started(run)
         role = _role(ctx)
         with self._lock:
             batch = f"{role}#{run.turns.get(role, 0)}"
@@ -219,6 +253,14 @@ class LoopGuardHooks:
         if call.decision.action == "warn" and call.decision.message:
             return with_warning(str(ctx.tool_result or ""), call.decision.message)
         return None
+
+
+def _logged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``fn`` in the boundaries thread: the guard logs its own failures; anything else too."""
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        logging.getLogger("loopwarden.adapters.crewai").exception("run boundary failed")
 
 
 def _summary_parts() -> tuple[str, str]:
