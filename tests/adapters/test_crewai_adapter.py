@@ -346,6 +346,8 @@ def test_the_docs_example_runs_and_the_loop_is_cut() -> None:
         env=os.environ.copy(),  # with this module's offline switches
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # CrewAI's flow runtime logs an exception leaving its executor; a stop is not an error.
+    assert "Error executing listener" not in proc.stderr
     out = proc.stdout
     assert out.count(" tool: It is 21C in Paris.") == critical
     assert out.count(f"WARNING: You have called get_weather {warning} times") == 1

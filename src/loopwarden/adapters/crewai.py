@@ -70,6 +70,12 @@ class CrewLoopStopped(LoopStopped, HookAborted):  # type: ignore[misc,unused-ign
     """The loop guard ended a crew's run; catch it as ``LoopStopped`` (or CrewAI's
     ``HookAborted``, which CrewAI lets through to the caller of ``kickoff``)."""
 
+    # CrewAI's flow runtime (its agent executor) logs an exception leaving a listener at ERROR,
+    # which Python prints to stderr when the application configured no logging ("Error
+    # executing listener call_llm_native_tools: CRITICAL: ..."), unless the exception says it
+    # was reported already. A stop is reported: raised to the caller, and in the guard's events.
+    _flow_listener_logged = True
+
     def __init__(self, decision: Decision, *, tool_name: str = "") -> None:
         LoopStopped.__init__(self, decision, tool_name=tool_name)
         self.source = "loopwarden"
