@@ -7,7 +7,8 @@ batch that is in flight is presumed to return what the same call (same signature
 in the run, which is what a repeated call usually returns and what one after another would have
 shown. :func:`presumed_view` builds the history the detectors then read: a copy in which those
 calls carry their presumed outcomes. The session's own history is never changed; the real
-outcomes are recorded when they come.
+outcomes are recorded when they come. Building the view costs O(historySize), paid only for a
+call decided while calls of its batch are in flight with a presumable outcome.
 """
 
 from __future__ import annotations
@@ -38,15 +39,12 @@ def presumed_view(
     if not presumed:
         return None
     left = dict(calls)
-    view: list[ToolCallRecord] = []
-    for index, record in enumerate(records):
-        outcome = presumed.get(index)
-        if outcome is None:
-            view.append(replace(record))
-            continue
-        view.append(replace(record, result_hash=outcome[0], unknown_tool_name=outcome[1]))
+    for index, outcome in presumed.items():
+        record = records[index]
+        records[index] = replace(record, result_hash=outcome[0], unknown_tool_name=outcome[1])
         left[record.args_hash] -= 1
-    return SessionState(view), {sig: n for sig, n in left.items() if n > 0}
+    # The other records are shared with the session: the view is only read, never recorded in.
+    return SessionState(records), {sig: n for sig, n in left.items() if n > 0}
 
 
 def _presumptions(
