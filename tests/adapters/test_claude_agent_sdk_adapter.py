@@ -439,3 +439,18 @@ def test_no_config_ends_a_loop_after_three_executions(tmp_path: Path) -> None:
     assert texts[3].startswith(f"CRITICAL: Called {WEATHER} 3 times in a row")
     assert len(texts) > 4 and all("every further tool call" in t for t in texts[4:])
     assert model.made == max_turns
+
+
+def test_a_call_refused_after_a_stop_says_which_tool_looped(tmp_path: Path) -> None:
+    """After a stop every later call of the turn is refused with the stop's reason, which
+    names the looping tool: a refused call to another tool says it is not that one."""
+    time_call: Call = (TIME, {"city": "Paris"})
+    model = Model([[PARIS]] * 5 + [[time_call]])
+
+    done = asyncio.run(run(None, model, tmp_path))
+
+    assert done.tools.executions == 3
+    refused = done.texts()[-1]
+    assert f"This call to {TIME} was not run" in refused
+    assert f"after a loop on {WEATHER}" in refused
+    assert "every further tool call" in refused

@@ -61,7 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 if TYPE_CHECKING:
-    from loopwarden.guard import LoopGuard
+    from loopwarden.guard import Decision, LoopGuard
 
 __all__ = ["LoopGuardHooks", "guard_options"]
 
@@ -157,7 +157,14 @@ class LoopGuardHooks:
         )
         message = decision.message or ""
         if decision.action == "stop":
+            looping = _tool_of(run.stopped)
             run.stopped = run.stopped or decision
+            if looping and looping != event.tool:
+                # The stop's reason names the looping tool: say that this one is not it.
+                message = (
+                    f"This call to {event.tool} was not run: loopwarden stopped this turn "
+                    f"after a loop on {looping}. {message}"
+                )
             return deny(AGENT, event, message, stop=True)
         if decision.action == "block":
             return deny(AGENT, event, message)
@@ -207,6 +214,12 @@ class LoopGuardHooks:
         run = self._runs.pop(key)
         if run is not None:
             await self.guard.aend_run(run.session, run.run_id)
+
+
+def _tool_of(decision: Decision | None) -> str | None:
+    """The tool whose loop made ``decision`` (a stop), if it names one."""
+    error = None if decision is None else decision.error
+    return getattr(error, "tool_name", None) or None
 
 
 def _key(event: HookEvent) -> str:
