@@ -286,3 +286,52 @@ def test_a_veto_recorded_before_any_result_repeats_the_streak() -> None:
     # own; the results that came later must not break the streak they extend.
     tail = _records(VETO_HASH, VETO_HASH, "r1", "r1", "r1")
     assert consecutive_repeat(tail, "t:sig").identical == 5
+
+
+# Issue 25: a batch's decisions must not depend on the order its outcomes are reported in.
+_TOOLS = {"A": ("get_weather", {"city": "Paris"}), "B": ("get_weather", {"city": "Rome"})}
+
+
+def _turns(order: str, turns: list[str]) -> tuple[int, list[str]]:
+    """Run ``turns`` (each a string of calls, e.g. ``"AB"``) through a fresh recommended guard;
+    ``order`` "each" reports each outcome before the next call of the turn, "all" reports them
+    after every call of the turn was decided. Returns executions and the actions per turn."""
+    guard = lw.LoopGuard(RECOMMENDED)
+    ran, actions = 0, []
+    for number, turn in enumerate(turns):
+        batch, decided = f"turn-{number}", []
+        for index, name in enumerate(turn):
+            tool, params = _TOOLS[name]
+            call_id = f"{number}-{index}"
+            decision = guard.before_tool_call(
+                "s", tool, params, run_id="r", tool_call_id=call_id, batch=batch
+            )
+            decided.append((tool, params, call_id, decision))
+            if order == "each" and decision.allowed:
+                ran += 1
+                guard.after_tool_call(
+                    "s", tool, params, result="21C", run_id="r", tool_call_id=call_id, batch=batch
+                )
+        for tool, params, call_id, decision in decided if order == "all" else ():
+            if decision.allowed:
+                ran += 1
+                guard.after_tool_call(
+                    "s", tool, params, result="21C", run_id="r", tool_call_id=call_id, batch=batch
+                )
+        actions.append("".join(d.action[0] for *_, d in decided))
+        if "s" in actions[-1]:
+            break
+    return ran, actions
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ["AB"] * 8,
+        ["AAA", "AAA", "BA", "AAB", "AAA", "A", "A", "A"],
+        ["AAA", "AAB", "AAB", "AAB", "AAA", "A", "A", "A"],
+        ["AAB", "AAA", "AAB", "AAB", "AAA", "A", "A", "A"],
+    ],
+)
+def test_a_batch_is_decided_the_same_whatever_order_its_outcomes_come_in(turns: list[str]) -> None:
+    assert _turns("all", turns) == _turns("each", turns)

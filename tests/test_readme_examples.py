@@ -110,19 +110,23 @@ def test_the_readme_has_its_two_python_examples() -> None:
 
 
 def test_the_agent_loop_example_warns_then_blocks_a_loop() -> None:
+    from loopwarden import LoopStoppedError
+
     executions: list[str] = []
     namespace = _loop_namespace(executions)
     exec(compile(_python_blocks()[0], "README.md python block 1", "exec"), namespace)
-    answers = [
-        namespace["run_tool"]("s2", "r", "exec", {"command": "npm test"}, f"c{i}")
-        for i in range(25)
-    ]
-    # The default thresholds: the 11th identical call warns, the 21st is blocked.
+    answers = []
+    # No config, the recommended profile: the 3rd identical call warns, the 4th is blocked,
+    # and the 5th (a blocked call retried) stops the run.
+    with pytest.raises(LoopStoppedError):
+        for i in range(25):
+            call = ("s2", "r", "exec", {"command": "npm test"}, f"c{i}")
+            answers.append(namespace["run_tool"](*call))
     notes = [i for i, answer in enumerate(answers, 1) if "note" in answer]
-    assert notes == [11]
-    assert "WARNING" in answers[10]["note"]
-    assert len(executions) == 20
-    assert all("CRITICAL" in json.dumps(answer) for answer in answers[20:])
+    assert notes == [3]
+    assert "WARNING" in answers[2]["note"]
+    assert len(executions) == 3 and len(answers) == 4
+    assert "CRITICAL" in json.dumps(answers[3])
 
 
 def test_the_async_example_runs_on_redis_as_written(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ bookkeeping errors are logged and swallowed: the guard never breaks a tool call.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from loopwarden.core.compaction import (
     PostCompactionGuard,
 )
 from loopwarden.core.config import (
+    ZERO_CONFIG_PROFILE,
     ResolvedConfig,
     effective_config,
     is_full_config,
@@ -41,6 +43,7 @@ from loopwarden.core.history import (
     record_outcome,
     record_veto,
 )
+from loopwarden.core.in_flight import presumed_view
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     as_stop_message,
@@ -150,11 +153,13 @@ def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
 
 
 def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfig:
+    if config is None:
+        return resolve_config({"profile": ZERO_CONFIG_PROFILE})
     if isinstance(config, ResolvedConfig):
         return config
     if isinstance(config, (str, Path)):
         return load_config(config).resolve(agent_id)
-    if config is not None and is_full_config(config):
+    if is_full_config(config):
         return resolve_config(effective_config(config, agent_id))
     return resolve_config(config)
 
@@ -162,8 +167,11 @@ def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfi
 class LoopGuard:
     """Loop detection around every tool call of an agent runtime.
 
-    ``config`` is a ``tools.loopDetection`` block, a whole OpenClaw config (a dict with a
-    ``tools`` or ``agents`` key; ``agent_id`` picks the agent), a config file path, or a
+    ``config`` is None (the default: the ``recommended`` profile, which ends loops), a
+    ``tools.loopDetection`` block, read exactly as OpenClaw reads it (``{"enabled": True}`` is
+    OpenClaw's own detection; ``{"profile": "recommended"}`` picks loopwarden's), a whole
+    OpenClaw config (a dict with a ``tools`` or ``agents`` key; ``agent_id`` picks the agent),
+    a config file path, or a
     :class:`ResolvedConfig`. A file is validated strictly and raises :class:`ConfigError`.
     ``record_db`` writes loop events and run starts/ends to a SQLite file (``True``: the
     default location; see :mod:`loopwarden.records`).
@@ -438,8 +446,8 @@ class LoopGuard:
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
         in_flight = self._in_flight(session, run, batch, config)
-        pending = 0 if in_flight is None else in_flight.calls.get(signature, 0)
-        verdict = self._verdict(session, tool, params, signature, config, run, pending)
+        view, pending = _presumed(session, run, in_flight, signature)
+        verdict = self._verdict(view, tool, params, signature, config, run, pending)
         if verdict.stuck and verdict.level == "critical":
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
@@ -897,6 +905,24 @@ def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
     if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
         return STORE_UNAVAILABLE
     return ALLOW
+
+
+def _presumed(
+    session: GuardSession, run: str | None, in_flight: InFlight | None, signature: str
+) -> tuple[GuardSession, int]:
+    """The session as detection reads it, and the identical calls in flight left unknown.
+
+    Calls of the current batch still in flight are presumed to return what the same call last
+    returned in the run (see core/in_flight.py), so that a batch is decided the same whether
+    the runtime reports each outcome before the next call or all of them after every call.
+    """
+    if in_flight is None:
+        return session, 0
+    presumed = presumed_view(session.state, run, in_flight.calls)
+    if presumed is None:
+        return session, in_flight.calls.get(signature, 0)
+    state, left = presumed
+    return dataclasses.replace(session, state=state), left.get(signature, 0)
 
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:

@@ -134,8 +134,9 @@ class Run:
         return [block_text(block) for block in self.results()]
 
 
-async def run(guard: LoopGuard, model: Model, home: Path, **options: Any) -> Run:
-    """One ``query()`` through the real Claude Code against a fake API playing ``model``."""
+async def run(guard: LoopGuard | None, model: Model, home: Path, **options: Any) -> Run:
+    """One ``query()`` through the real Claude Code against a fake API playing ``model``
+    (``guard`` None: ``guard_options`` given none)."""
     tools = Tools()
     home.mkdir(parents=True, exist_ok=True)
     with FakeAnthropic(model) as server:
@@ -404,3 +405,52 @@ def _says(message: dict[str, Any], texts: tuple[str, ...]) -> bool:
     content = message.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
     return any(block.get("type") == "text" and block.get("text") in texts for block in blocks)
+
+
+def test_no_config_ends_a_loop_after_three_executions(tmp_path: Path) -> None:
+    """``guard_options(options)`` alone: the recommended profile stops an endless loop at its
+    5th call. Claude Code ignores ``"continue": false`` next to a denial, so a stop before a
+    call refuses every later call of the turn; the SDK's ``max_turns`` bounds a model that
+    keeps calling (docs/integrations.md)."""
+    from claude_agent_sdk import ClaudeSDKError
+
+    model, tools, max_turns = Model([[PARIS]] * 200), Tools(), 8
+
+    async def query_once(server: FakeAnthropic) -> None:
+        options = ClaudeAgentOptions(
+            cli_path=str(CLAUDE),
+            cwd=str(tmp_path),
+            env=claude_env(tmp_path) | {"ANTHROPIC_BASE_URL": server.url},
+            mcp_servers={"weather": tools.server},
+            allowed_tools=[WEATHER, TIME],
+            permission_mode="bypassPermissions",
+            setting_sources=[],
+            max_turns=max_turns,
+        )
+        async for _ in query(prompt="weather?", options=guard_options(options)):
+            pass
+
+    with FakeAnthropic(model) as server, pytest.raises(ClaudeSDKError, match="maximum number"):
+        asyncio.run(query_once(server))
+
+    assert tools.executions == 3
+    texts = [block_text(block) for block in tool_results(server.messages[-1])]
+    assert texts[:3] == ["It is 21C in Paris."] * 3
+    assert texts[3].startswith(f"CRITICAL: Called {WEATHER} 3 times in a row")
+    assert len(texts) > 4 and all("every further tool call" in t for t in texts[4:])
+    assert model.made == max_turns
+
+
+def test_a_call_refused_after_a_stop_says_which_tool_looped(tmp_path: Path) -> None:
+    """After a stop every later call of the turn is refused with the stop's reason, which
+    names the looping tool: a refused call to another tool says it is not that one."""
+    time_call: Call = (TIME, {"city": "Paris"})
+    model = Model([[PARIS]] * 5 + [[time_call]])
+
+    done = asyncio.run(run(None, model, tmp_path))
+
+    assert done.tools.executions == 3
+    refused = done.texts()[-1]
+    assert f"This call to {TIME} was not run" in refused
+    assert f"after a loop on {WEATHER}" in refused
+    assert "every further tool call" in refused

@@ -48,6 +48,7 @@ from pydantic import Field  # noqa: E402
 from loopwarden import LoopGuard, resolve_config  # noqa: E402
 from loopwarden.adapters.crewai import CrewLoopStopped, LoopStopped, guard_crew  # noqa: E402
 from loopwarden.events import LoopEvent  # noqa: E402
+from loopwarden.store import MemoryStore  # noqa: E402
 
 RECOMMENDED = {"profile": "recommended"}
 Call = tuple[str, dict[str, Any]]
@@ -345,8 +346,66 @@ def test_the_docs_example_runs_and_the_loop_is_cut() -> None:
         env=os.environ.copy(),  # with this module's offline switches
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # CrewAI's flow runtime logs an exception leaving its executor; a stop is not an error.
+    assert "Error executing listener" not in proc.stderr
     out = proc.stdout
     assert out.count(" tool: It is 21C in Paris.") == critical
     assert out.count(f"WARNING: You have called get_weather {warning} times") == 1
     blocked = f"identical arguments and identical outcomes {critical} times"
     assert f"stopped: CRITICAL: Called get_weather with {blocked}" in out
+
+
+@pytest.mark.parametrize("how", ["kickoff", "akickoff"])
+def test_no_config_ends_a_loop_after_three_executions(
+    how: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``guard_crew(crew)`` alone: the recommended profile stops an endless loop early."""
+    import asyncio
+
+    tools = Tools()
+    model = Scripted(model="scripted", turns=[[PARIS]] * 500)
+    agent = Agent(role="forecaster", goal="weather", backstory="-", llm=model, tools=tools.all)
+    task = Task(description="What's the weather in Paris?", expected_output="it", agent=agent)
+    crew = guard_crew(Crew(agents=[agent], tasks=[task]))
+
+    with pytest.raises(CrewLoopStopped) as stopped:
+        asyncio.run(crew.akickoff()) if how == "akickoff" else crew.kickoff()
+
+    assert tools.executions == 3
+    assert model.made == 5  # three runs, a block, the retry that stops the run
+    assert stopped.value.detector == "consecutive_repeat"
+    assert "Error executing listener" not in capfd.readouterr().err
+
+
+class _LoopWatchingStore(MemoryStore):
+    """A MemoryStore noting, per update, what called it and whether it ran on an event loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_loop: list[str] = []
+
+    def update(self, key: str, fn: Any) -> Any:
+        import asyncio
+        import inspect
+
+        try:
+            asyncio.get_running_loop()
+            self.on_loop.append(inspect.stack()[2].function)
+        except RuntimeError:
+            pass
+        return super().update(key, fn)
+
+
+def test_akickoff_keeps_every_guard_call_off_the_event_loop() -> None:
+    """CrewAI calls its hooks synchronously, on the event loop under ``akickoff``: a guard
+    call there blocks the loop for as long as the store takes (a networked store: a round
+    trip). Run starts and ends go to a worker thread; tool calls run in CrewAI's threads."""
+    import asyncio
+
+    store = _LoopWatchingStore()
+    crew, _, tools = make(LoopGuard(store=store), [[PARIS]] * 2)
+
+    asyncio.run(crew.akickoff())
+
+    assert tools.executions == 2
+    assert store.on_loop == []

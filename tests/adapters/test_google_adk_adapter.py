@@ -444,3 +444,37 @@ def test_a_tool_that_raises_is_recorded_and_the_error_goes_on() -> None:
     assert state is not None
     [call] = state.state.history
     assert call.tool_name == "broken" and (call.result_hash or "").startswith("error:")
+
+
+def test_no_config_ends_a_loop_after_three_executions() -> None:
+    """``LoopGuardPlugin()`` alone: the recommended profile stops an endless loop early."""
+    tools = Tools()
+    model = Scripted(turns=turns(PARIS, repeat=500))
+    agent = LlmAgent(name="weather", model=model, tools=tools.all())
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[LoopGuardPlugin()]))
+
+    _, events = asyncio.run(run(runner))
+
+    assert tools.executions == 3
+    assert model.made == 5  # three runs, a block, the retry that stops the run
+    assert events[-1].custom_metadata == {
+        "loopwarden": {"action": "stop", "detector": "consecutive_repeat"}
+    }
+
+
+def test_a_batch_is_decided_the_same_whatever_order_its_outcomes_come_in() -> None:
+    """Two different calls per turn, again and again: ADK runs them concurrently. Sync tools
+    report each outcome before the next call starts; tools that await report every outcome
+    after both calls started. The decisions must not depend on that (issue #25)."""
+    rome: Call = ("get_weather", {"city": "Rome"})
+    runs = {}
+    for wait in (None, 0.05):
+        guard = LoopGuard()
+        seen = events_of(guard)
+        runner, model, tools = make(guard, [[PARIS, rome]] * 12, Tools(wait=wait))
+        asyncio.run(run(runner))
+        runs[wait] = (tools.executions, model.made, [(e.action, e.detector) for e in seen])
+
+    assert runs[0.05] == runs[None], runs
+    _, turns, events = runs[None]
+    assert events[-1][0] == "stop" and turns < 12

@@ -321,3 +321,24 @@ def test_summarisation_arms_the_guard_through_the_async_path() -> None:
     assert weather.executions == math.ceil((trigger - 1) / 2) + window
     final = result["messages"][-1]
     assert final.response_metadata["loopwarden"]["detector"] == "compaction_loop_persisted"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_no_config_ends_a_loop_after_three_executions(use_async: bool) -> None:
+    """``LoopGuardMiddleware()`` alone: the recommended profile stops an endless loop early."""
+    model = ScriptedModel(messages=loop_script(1000), prompts=[])
+    weather = CountingTool()
+    agent = create_agent(model, [weather.tool], middleware=[LoopGuardMiddleware()])
+    request = {"messages": [HumanMessage("weather?")]}
+
+    result = asyncio.run(agent.ainvoke(request)) if use_async else agent.invoke(request)
+
+    assert weather.executions == 3
+    # Three runs, the block read by the model, its retry blocked again: the run stops.
+    assert len(model.prompts) == 5
+    final = result["messages"][-1]
+    assert final.response_metadata["loopwarden"] == {
+        "action": "stop",
+        "detector": "consecutive_repeat",
+    }
+    assert final.content.startswith("CRITICAL: Called get_weather 4 times in a row")

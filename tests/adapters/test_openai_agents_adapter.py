@@ -30,6 +30,7 @@ from agents import (
     AgentHooks,
     Runner,
     RunResult,
+    Usage,
     function_tool,
     handoff,
     set_tracing_disabled,
@@ -587,3 +588,27 @@ def test_guarding_a_guarded_agent_again_keeps_one_run_end() -> None:
     assert hooks.calls == ["start", "end:I give up."]
     session, run_id = guardrails.run_of(result.context_wrapper)
     assert _run_record(guard, session, run_id).outcome == "completed"
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue #25: no config ends a loop; turns are told apart without the model's usage
+
+
+@pytest.mark.parametrize("usage", [None, Usage()], ids=["usage-counted", "usage-not-reported"])
+def test_no_config_ends_a_loop_after_three_executions(usage: Usage | None) -> None:
+    """``guard_agent(agent)`` alone, under the SDK's default ``max_turns``, stops the loop.
+
+    A model that reports ``Usage()`` (no requests counted, as when a provider sends no usage)
+    must not merge every turn into one batch: the blocks of one batch count as one, so the
+    run would never stop.
+    """
+    weather = CountingWeather()
+    model = ScriptedModel(loop_steps(Recorder(), 1000), default_usage=usage)
+    agent = guard_agent(Agent(name="w", model=model, tools=[weather.tool]))
+
+    with pytest.raises(AgentLoopStopped) as stopped:
+        asyncio.run(Runner.run(agent, "weather?"))  # the SDK's default max_turns=10
+
+    assert weather.executions == 3
+    assert len(model.calls) == 5  # three runs, a block, the retry that stops the run
+    assert stopped.value.detector == "consecutive_repeat"

@@ -303,3 +303,22 @@ def test_guard_calls_are_awaited_on_an_async_only_store() -> None:
 
     assert counter["executions"] == CRITICAL
     assert [e.action for e in events] == ["warn", "block"] and store.updates > 0
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_no_config_ends_a_loop_after_three_executions(use_async: bool) -> None:
+    """``LoopGuardCapability()`` alone: the recommended profile stops an endless loop early."""
+    import asyncio
+
+    script = Script(1000)
+    agent, counter = make_agent(script, LoopGuardCapability())
+
+    with pytest.raises(AgentRunLoopStopped) as stopped:
+        if use_async:
+            asyncio.run(agent.run("weather?"))
+        else:
+            agent.run_sync("weather?")
+
+    assert counter["executions"] == 3
+    assert script.made == 5  # three runs, a block, the retry that stops the run
+    assert stopped.value.detector == "consecutive_repeat"

@@ -21,6 +21,7 @@ import anyio
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.tools import Tool
+from pydantic import BaseModel, ConfigDict
 
 app = FastMCP(
     "loopwarden-test-server",
@@ -49,6 +50,33 @@ def echo(text: str) -> str:
     """Return the given text unchanged."""
     _count("echo")
     return text
+
+
+class Forecast(BaseModel):
+    """A structured result whose schema allows other keys (JSON Schema's default)."""
+
+    city: str
+    celsius: int
+
+
+class StrictForecast(Forecast):
+    """The same result under a closed schema (``additionalProperties: false``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@app.tool()
+def forecast(city: str) -> Forecast:
+    """A structured weather forecast (``structuredContent`` plus its text)."""
+    _count("forecast")
+    return Forecast(city=city, celsius=21)
+
+
+@app.tool()
+def strict_forecast(city: str) -> StrictForecast:
+    """The forecast under a closed output schema."""
+    _count("strict_forecast")
+    return StrictForecast(city=city, celsius=21)
 
 
 @app.tool()

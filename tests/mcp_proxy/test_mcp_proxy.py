@@ -1119,3 +1119,48 @@ def test_large_results_pass_whole_and_are_still_guarded(counter: Path) -> None:
 
     run(body)
     assert executions(counter)["blob"] == 1 + critical
+
+
+def test_no_config_ends_a_loop_after_three_executions(counter: Path) -> None:
+    """``loopwarden mcp-proxy -- SERVER`` alone runs the recommended profile: a client that
+    repeats one call gets three real executions, a block, then the stop for the rest."""
+    answers: list[Any] = []
+
+    async def body() -> None:
+        async with connect(proxy_argv(), env_for(counter)) as session:
+            for _ in range(12):
+                answers.append(await session.call_tool("echo", {"text": "again"}))
+
+    run(body)
+    assert executions(counter)["echo"] == 3
+    actions = [(a.meta or {}).get("loopwarden/action") for a in answers]
+    assert actions[:4] == [None, None, None, "block"]
+    assert actions[4:] == ["stop"] * 8
+    assert all(a.isError for a in answers[3:])
+
+
+def test_a_warning_reaches_structured_content_where_the_output_schema_allows_it(
+    counter: Path,
+) -> None:
+    """Clients such as Claude Code give the model ``structuredContent`` instead of ``content``
+    when a result has both: the warning goes there too, unless the tool's output schema is
+    closed. The SDK client validates every structured result against the tool's schema."""
+    results: dict[str, list[Any]] = {}
+
+    async def body() -> None:
+        async with connect(proxy_argv("--set=warningThreshold=2"), env_for(counter)) as session:
+            await session.list_tools()
+            for tool in ("forecast", "strict_forecast"):
+                calls = [session.call_tool(tool, {"city": "Paris"}) for _ in range(3)]
+                results[tool] = [await call for call in calls]
+
+    run(body)
+    plain = {"city": "Paris", "celsius": 21}
+    open_results, closed_results = results["forecast"], results["strict_forecast"]
+    assert [r.structuredContent for r in open_results[:2]] == [plain, plain]
+    warned = open_results[2]
+    assert texts(warned)[-1].startswith("WARNING:")
+    assert warned.structuredContent == {**plain, "loopwarden_warning": texts(warned)[-1]}
+    # A closed schema keeps its shape: the warning is in content only.
+    assert texts(closed_results[2])[-1].startswith("WARNING:")
+    assert closed_results[2].structuredContent == plain

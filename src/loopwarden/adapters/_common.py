@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from loopwarden.core.errors import LoopStoppedError
 
 if TYPE_CHECKING:
-    from loopwarden.guard import Decision
+    from loopwarden.guard import Decision, LoopGuard
 
 __all__ = ["LoopStopped"]
 
@@ -48,6 +48,17 @@ class LoopStopped(LoopStoppedError):
         self.decision = decision
         self.reason: str = self.message
         self.error: BaseException | None = decision.error
+
+
+def guard_or_default(guard: LoopGuard | None) -> LoopGuard:
+    """``guard``, or when an adapter is given none a fresh ``LoopGuard()``: the ``recommended``
+    profile, which ends a loop after three identical calls (an in-memory store, one per
+    adapter object)."""
+    if guard is not None:
+        return guard
+    from loopwarden.guard import LoopGuard
+
+    return LoopGuard()
 
 
 def stop_reason(decision: Decision) -> str:
@@ -112,6 +123,7 @@ class RunState:
     seen_missing: set[str] = field(default_factory=set)  # calls to missing tools already told
     pending_warnings: dict[str, str] = field(default_factory=dict)
     ended: bool = False  # the guard was told the run ended (adapters whose runs end in two ways)
+    model_calls: int = 0  # model calls so far (adapters that name batches by counting them)
 
 
 K = TypeVar("K", bound=Hashable)

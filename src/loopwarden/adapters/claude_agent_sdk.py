@@ -7,7 +7,7 @@ Requires the ``claude-agent-sdk`` extra (from the repository's root:
     from loopwarden import LoopGuard
     from loopwarden.adapters.claude_agent_sdk import guard_options
 
-    options = guard_options(ClaudeAgentOptions(...), LoopGuard({"enabled": True}))
+    options = guard_options(ClaudeAgentOptions(...), LoopGuard())
     async for message in query(prompt="...", options=options):
         ...
 
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from loopwarden.adapters._common import RunBook, RunState, new_run_id
+from loopwarden.adapters._common import RunBook, RunState, guard_or_default, new_run_id
 from loopwarden.hooks._protocol import (
     SILENT,
     Answer,
@@ -62,7 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 if TYPE_CHECKING:
-    from loopwarden.guard import LoopGuard
+    from loopwarden.guard import Decision, LoopGuard
 
 __all__ = ["LoopGuardHooks", "guard_options"]
 
@@ -77,14 +77,17 @@ class LoopGuardHooks:
     object to find a session's current run (``run_of(session_id)``).
 
     Args:
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of Claude Code's ``session_id`` naming the guard session; default:
             the ``session_id`` itself.
         max_runs: how many sessions (and subagent runs) the hooks keep state for.
     """
 
-    def __init__(self, guard: LoopGuard, *, session: SessionKey = None, max_runs: int = 4096):
-        self.guard = guard
+    def __init__(
+        self, guard: LoopGuard | None = None, *, session: SessionKey = None, max_runs: int = 4096
+    ):
+        self.guard = guard_or_default(guard)
         self._session = session
         self._runs: RunBook[str] = RunBook(max_runs)
 
@@ -155,7 +158,14 @@ class LoopGuardHooks:
         )
         message = decision.message or ""
         if decision.action == "stop":
+            looping = _tool_of(run.stopped)
             run.stopped = run.stopped or decision
+            if looping and looping != event.tool:
+                # The stop's reason names the looping tool: say that this one is not it.
+                message = (
+                    f"This call to {event.tool} was not run: loopwarden stopped this turn "
+                    f"after a loop on {looping}. {message}"
+                )
             return deny(AGENT, event, message, stop=True)
         if decision.action == "block":
             return deny(AGENT, event, message)
@@ -207,6 +217,12 @@ class LoopGuardHooks:
             await self.guard.aend_run(run.session, run.run_id)
 
 
+def _tool_of(decision: Decision | None) -> str | None:
+    """The tool whose loop made ``decision`` (a stop), if it names one."""
+    error = None if decision is None else decision.error
+    return getattr(error, "tool_name", None) or None
+
+
 def _key(event: HookEvent) -> str:
     return event.session_id if event.subagent is None else f"{event.session_id}/{event.subagent}"
 
@@ -222,13 +238,14 @@ def _output(answer: Answer) -> HookJSONOutput:
 
 
 def guard_options(
-    options: ClaudeAgentOptions, guard: LoopGuard, *, session: SessionKey = None
+    options: ClaudeAgentOptions, guard: LoopGuard | None = None, *, session: SessionKey = None
 ) -> ClaudeAgentOptions:
     """A copy of ``options`` with loopwarden's hooks first in line (``options`` is unchanged).
 
     Args:
         options: the ``ClaudeAgentOptions`` to guard; hooks already in it are kept.
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of Claude Code's ``session_id`` naming the guard session.
     """
     return LoopGuardHooks(guard, session=session).attach(options)

@@ -8,7 +8,7 @@ docs/integrations.md)::
     from loopwarden import LoopGuard
     from loopwarden.adapters.crewai import LoopStopped, guard_crew
 
-    crew = guard_crew(Crew(agents=[...], tasks=[...]), LoopGuard({"enabled": True}))
+    crew = guard_crew(Crew(agents=[...], tasks=[...]), LoopGuard())
     try:
         result = crew.kickoff()
     except LoopStopped as stop:
@@ -34,14 +34,23 @@ each call and the (identical) cached result, so detection is unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loopwarden.adapters._common import LoopStopped, new_run_id, stop_reason, with_warning
+from loopwarden.adapters._common import (
+    LoopStopped,
+    guard_or_default,
+    new_run_id,
+    stop_reason,
+    with_warning,
+)
 
 try:
     from crewai.hooks.dispatch import HookAborted, InterceptionPoint, register
@@ -62,6 +71,12 @@ SessionKey = Callable[[Any], str] | None
 class CrewLoopStopped(LoopStopped, HookAborted):  # type: ignore[misc,unused-ignore]
     """The loop guard ended a crew's run; catch it as ``LoopStopped`` (or CrewAI's
     ``HookAborted``, which CrewAI lets through to the caller of ``kickoff``)."""
+
+    # CrewAI's flow runtime (its agent executor) logs an exception leaving a listener at ERROR,
+    # which Python prints to stderr when the application configured no logging ("Error
+    # executing listener call_llm_native_tools: CRITICAL: ..."), unless the exception says it
+    # was reported already. A stop is reported: raised to the caller, and in the guard's events.
+    _flow_listener_logged = True
 
     def __init__(self, decision: Decision, *, tool_name: str = "") -> None:
         LoopStopped.__init__(self, decision, tool_name=tool_name)
@@ -86,6 +101,7 @@ class _Run:
     calls: dict[int, _Call] = field(default_factory=dict)  # id(tool_input) → the call
     executors: dict[str, Any] = field(default_factory=dict)  # agent role → its executor
     summaries: set[str] = field(default_factory=set)  # digests of the summaries seen
+    started: Future[None] | None = None  # the guard's start of the run, when off the loop
 
 
 class LoopGuardHooks:
@@ -94,17 +110,23 @@ class LoopGuardHooks:
     ``guard_crew(crew, guard)`` is ``LoopGuardHooks(guard).attach(crew)``.
 
     Args:
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of the crew naming the guard session; default ``crew-<crew.id>``.
         max_runs: how many crews (with their current run) the hooks keep state for.
     """
 
-    def __init__(self, guard: LoopGuard, *, session: SessionKey = None, max_runs: int = 4096):
-        self.guard = guard
+    def __init__(
+        self, guard: LoopGuard | None = None, *, session: SessionKey = None, max_runs: int = 4096
+    ):
+        self.guard = guard_or_default(guard)
         self._session = session
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._max_runs = max_runs
         self._lock = threading.Lock()
+        # Run starts and ends reached on an event loop (akickoff) go here: one thread, so
+        # they reach the guard in order, and the loop is never blocked by the store.
+        self._boundaries: ThreadPoolExecutor | None = None
 
     def attach(self, crew: Any) -> Any:
         """Guard ``crew``'s tool calls from its next ``kickoff`` on; returns the crew."""
@@ -130,7 +152,7 @@ class LoopGuardHooks:
             self._runs[str(crew.id)] = run
             while len(self._runs) > self._max_runs:
                 self._runs.popitem(last=False)
-        self.guard.start_run(run.session, run.run_id)
+        run.started = self._off_loop(self.guard.start_run, run.session, run.run_id)
 
     def _end(self, crew: Any, status: str) -> None:
         with self._lock:
@@ -138,7 +160,33 @@ class LoopGuardHooks:
             if run is not None:
                 run.executors.clear()  # no references to a finished run's executors
         if run is not None:
-            self.guard.end_run(run.session, run.run_id, outcome=status)
+            self._off_loop(self.guard.end_run, run.session, run.run_id, outcome=status)
+
+    def _off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[None] | None:
+        """Call ``fn`` now, or in the boundaries thread when this hook runs on an event loop.
+
+        CrewAI's hooks are synchronous, and ``akickoff`` calls the run-boundary hooks on its
+        event loop: a store round trip there would block the loop.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            fn(*args, **kwargs)
+            return None
+        with self._lock:
+            if self._boundaries is None:
+                self._boundaries = ThreadPoolExecutor(1, thread_name_prefix="loopwarden-crewai")
+            boundaries = self._boundaries
+        return boundaries.submit(_logged, fn, *args, **kwargs)
+
+    @staticmethod
+    def _wait_started(run: _Run) -> None:
+        """A tool call of the run waits for the run's start to reach the guard (CrewAI runs
+        tool calls in its worker threads, never on the loop)."""
+        started = run.started
+        if started is not None:
+            started.result()
+            run.started = None
 
     def _run(self, crew: Any) -> _Run:
         with self._lock:
@@ -168,6 +216,7 @@ class LoopGuardHooks:
 
     def _before_tool(self, ctx: Any) -> bool | None:
         run = self._run(ctx.crew)
+        self._wait_started(run)
         role = _role(ctx)
         with self._lock:
             batch = f"{role}#{run.turns.get(role, 0)}"
@@ -212,6 +261,14 @@ class LoopGuardHooks:
         if call.decision.action == "warn" and call.decision.message:
             return with_warning(str(ctx.tool_result or ""), call.decision.message)
         return None
+
+
+def _logged(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``fn`` in the boundaries thread: the guard logs its own failures; anything else too."""
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        logging.getLogger("loopwarden.adapters.crewai").exception("run boundary failed")
 
 
 def _summary_parts() -> tuple[str, str]:
@@ -305,12 +362,13 @@ def _ensure_registered() -> None:
         _registered = True
 
 
-def guard_crew(crew: Any, guard: LoopGuard, *, session: SessionKey = None) -> Any:
+def guard_crew(crew: Any, guard: LoopGuard | None = None, *, session: SessionKey = None) -> Any:
     """Guard ``crew``'s tool calls with ``guard`` from its next ``kickoff`` on; returns the crew.
 
     Args:
         crew: a ``crewai.Crew``; guarding it again replaces the earlier guard.
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of the crew naming the guard session; default ``crew-<crew.id>``.
     """
     return LoopGuardHooks(guard, session=session).attach(crew)

@@ -6,7 +6,7 @@ Requires the ``google-adk`` extra (from the repository's root: ``pip install '.[
     from loopwarden import LoopGuard
     from loopwarden.adapters.google_adk import LoopGuardPlugin
 
-    runner = InMemoryRunner(agent, plugins=[LoopGuardPlugin(LoopGuard({"enabled": True}))])
+    runner = InMemoryRunner(agent, plugins=[LoopGuardPlugin(LoopGuard())])
 
 A plugin covers every agent the ``Runner`` runs (sub-agents, agents used as tools). What the
 model sees:
@@ -37,6 +37,7 @@ from loopwarden.adapters._common import (
     RunBook,
     RunState,
     detector_of,
+    guard_or_default,
     output_text,
     stop_reason,
     with_warning,
@@ -73,7 +74,8 @@ class LoopGuardPlugin(BasePlugin):
     """Runs every tool call of an ADK ``Runner`` through a ``LoopGuard``.
 
     Args:
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of the ADK context (``ToolContext`` / ``CallbackContext``) naming
             the guard session; default: ``app_name/user_id/session_id`` of ADK's session.
         name: the plugin's name in the runner (ADK wants plugin names unique).
@@ -82,14 +84,14 @@ class LoopGuardPlugin(BasePlugin):
 
     def __init__(
         self,
-        guard: LoopGuard,
+        guard: LoopGuard | None = None,
         *,
         session: SessionKey = None,
         name: str = PLUGIN_NAME,
         max_runs: int = 4096,
     ) -> None:
         super().__init__(name=name)
-        self.guard = guard
+        self.guard = guard_or_default(guard)
         self._session = session
         self._runs: RunBook[str] = RunBook(max_runs)
         # Per run: how many model responses with tool calls each agent has had, and how many

@@ -6,7 +6,7 @@ Requires the ``langchain`` extra (from the repository's root: ``pip install '.[l
     from loopwarden import LoopGuard
     from loopwarden.adapters.langchain import LoopGuardMiddleware
 
-    guard = LoopGuard({"enabled": True})
+    guard = LoopGuard()
     agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(guard)])
 
 What the model sees:
@@ -36,6 +36,7 @@ from loopwarden.adapters._common import (
     RunBook,
     RunState,
     detector_of,
+    guard_or_default,
     new_run_id,
     stop_reason,
     with_warning,
@@ -84,7 +85,8 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
     """Runs every tool call of a LangChain v1 agent through a ``LoopGuard``.
 
     Args:
-        guard: the ``LoopGuard`` that owns the sessions' histories and the thresholds.
+        guard: the ``LoopGuard`` that owns the sessions' histories and the thresholds; default:
+            ``LoopGuard()``, the ``recommended`` profile.
         max_runs: how many in-flight runs the middleware remembers (oldest forgotten first).
 
     Put it first in ``middleware=[...]``: its ``before_model`` then ends a stopped run before
@@ -95,12 +97,12 @@ class LoopGuardMiddleware(AgentMiddleware[LoopGuardState, Any, Any]):
 
     def __init__(
         self,
-        guard: LoopGuard,
+        guard: LoopGuard | None = None,
         *,
         max_runs: int = 4096,
     ) -> None:
         super().__init__()
-        self.guard = guard
+        self.guard = guard_or_default(guard)
         self.tools = []
         self._runs: RunBook[str] = RunBook(max_runs)
 

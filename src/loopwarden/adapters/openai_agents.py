@@ -7,7 +7,7 @@ Requires the ``openai-agents`` extra (from the repository's root:
     from loopwarden import LoopGuard
     from loopwarden.adapters.openai_agents import LoopStopped, guard_agent
 
-    guard = LoopGuard({"profile": "recommended"})
+    guard = LoopGuard()  # no config: the recommended profile
     agent = guard_agent(Agent(name="assistant", tools=[...]), guard)
     try:
         result = await Runner.run(agent, "...", max_turns=30)
@@ -63,6 +63,7 @@ from loopwarden.adapters._common import (
     LoopStopped,
     RunBook,
     RunState,
+    guard_or_default,
     new_run_id,
     output_text,
     parse_arguments,
@@ -151,7 +152,7 @@ class LoopGuardrails:
 
     def __init__(
         self,
-        guard: LoopGuard,
+        guard: LoopGuard | None = None,
         *,
         session: SessionKey = None,
         max_runs: int = 4096,
@@ -161,7 +162,7 @@ class LoopGuardrails:
                 "guard_agent(session=...) must be a string, a function of the run context "
                 f"returning one, or None; got {type(session).__name__}"
             )
-        self.guard = guard
+        self.guard = guard_or_default(guard)
         self._session = session
         self._run_ids = _RunIds()
         self._runs: RunBook[str] = RunBook(max_runs)
@@ -302,6 +303,10 @@ class LoopGuardrails:
         await self._end(run)
         raise AgentLoopStopped(decision, tool_name=tool_name)
 
+    def _model_called(self, context: RunContextWrapper[Any]) -> None:
+        """The SDK is about to call the model: the tool calls that follow are a new batch."""
+        self._run(context).model_calls += 1
+
     async def _finished(self, context: RunContextWrapper[Any]) -> None:
         """The run produced its final output: end it in the guard and forget it here."""
         run = await self._started(context)
@@ -326,7 +331,7 @@ class LoopGuardrails:
             parse_arguments(context.tool_arguments),
             run_id=run.run_id,
             tool_call_id=context.tool_call_id,
-            batch=_batch_of(context),
+            batch=_batch_of(run, context),
         )
         if decision.action == "stop":
             await self._stop(run, decision, context.tool_name)
@@ -348,7 +353,7 @@ class LoopGuardrails:
             result=data.output,
             run_id=run.run_id,
             tool_call_id=context.tool_call_id,
-            batch=_batch_of(context),
+            batch=_batch_of(run, context),
         )
         if after.action == "stop":
             await self._stop(run, after, context.tool_name)
@@ -364,7 +369,7 @@ class LoopGuardrails:
     async def _missing_tool(self, args: ToolErrorFormatterArgs[Any], text: str) -> str:
         """A call to a tool that does not exist, through the guard; the text the model reads."""
         run = await self._started(args.run_context)
-        tool, call_id, batch = args.tool_name, args.call_id, _batch_of(args.run_context)
+        tool, call_id, batch = args.tool_name, args.call_id, _batch_of(run, args.run_context)
         decision = await self.guard.abefore_tool_call(
             run.session, tool, {}, run_id=run.run_id, tool_call_id=call_id, batch=batch
         )
@@ -410,6 +415,11 @@ class _RunEnd(AgentHooks[Any]):
             await self.inner.on_end(context, agent, output)
         await self.guardrails._finished(context)
 
+    async def on_llm_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
+        self.guardrails._model_called(context)
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, *args, **kwargs)
+
 
 def _passing_on(name: str) -> Callable[..., Any]:
     async def hook(self: _RunEnd, *args: Any, **kwargs: Any) -> None:
@@ -422,7 +432,8 @@ def _passing_on(name: str) -> Callable[..., Any]:
 
 # Every other hook of this SDK version, whatever it adds, passes on to the user's hooks.
 for _name, _hook in vars(AgentHooksBase).items():
-    if _name.startswith("on_") and _name != "on_end" and inspect.iscoroutinefunction(_hook):
+    _own = _name in ("on_end", "on_llm_start")
+    if _name.startswith("on_") and not _own and inspect.iscoroutinefunction(_hook):
         setattr(_RunEnd, _name, _passing_on(_name))
 
 
@@ -498,18 +509,21 @@ def _guarded_get_all_tools(base: type[Any]) -> Callable[..., Any]:
     return get_all_tools
 
 
-def _batch_of(context: RunContextWrapper[Any]) -> str:
+def _batch_of(run: RunState, context: RunContextWrapper[Any]) -> str:
     """The batch of a tool call: the model response of the run that asked for it.
 
-    The SDK runs the function tools of one model response concurrently; the run's shared
-    ``Usage`` counts model responses (``requests``) and is updated before their tools run.
+    The SDK runs the function tools of one model response concurrently, after that response
+    and before the next model call. The guarded agents' hooks count the run's model calls
+    (``on_llm_start``, which the SDK always calls); the run's ``Usage.requests`` is only what the
+    model reports (0 from a model that reports no usage), kept for a model call of an agent
+    whose hooks were replaced after guarding.
     """
-    return f"response-{context.usage.requests}"
+    return f"response-{run.model_calls}-{context.usage.requests}"
 
 
 def guard_agent(
     agent: Agent[Any],
-    guard: LoopGuard,
+    guard: LoopGuard | None = None,
     *,
     session: SessionKey = None,
 ) -> Agent[Any]:
@@ -518,7 +532,8 @@ def guard_agent(
     Args:
         agent: the starting agent. Neither it nor its tools, MCP servers or handoff targets
             are modified, so objects shared with other agents keep their own guards.
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: the guard session: a fixed name, or a function of the run context (for
             example the conversation id you keep in ``ctx.context``). Default: one per run.
 
@@ -531,7 +546,7 @@ def guard_agent(
     ends a looping run before the ``openclaw`` profile warns (10th identical call) or blocks
     (20th). Recommended together::
 
-        guard = LoopGuard({"profile": "recommended"})  # warns at the 3rd, blocks at the 4th
+        guard = LoopGuard()  # the recommended profile: warns at the 3rd, blocks at the 4th
         result = await Runner.run(guard_agent(agent, guard), text, max_turns=30)
 
     To also catch repeated calls to tools that do not exist, use :class:`LoopGuardrails` and

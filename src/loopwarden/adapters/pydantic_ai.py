@@ -6,7 +6,7 @@ Requires the ``pydantic-ai`` extra (from the repository's root: ``pip install '.
     from loopwarden import LoopGuard
     from loopwarden.adapters.pydantic_ai import LoopGuardCapability, LoopStopped
 
-    guard = LoopGuard({"enabled": True})
+    guard = LoopGuard()
     agent = Agent(model, tools=[...], capabilities=[LoopGuardCapability(guard)])
     try:
         result = agent.run_sync("...")
@@ -49,6 +49,7 @@ from loopwarden.adapters._common import (
     LoopStopped,
     RunBook,
     RunState,
+    guard_or_default,
     stop_reason,
     with_warning,
 )
@@ -91,12 +92,13 @@ class LoopGuardCapability(AbstractCapability[Any]):
     """Runs every tool call of a PydanticAI agent through a ``LoopGuard``.
 
     Args:
-        guard: the ``LoopGuard`` deciding about each call.
+        guard: the ``LoopGuard`` deciding about each call; default: ``LoopGuard()``, the
+            ``recommended`` profile.
         session: a function of the ``RunContext`` naming the guard session; default: the
             conversation id (falling back to the run id).
     """
 
-    guard: LoopGuard
+    guard: LoopGuard = field(default_factory=lambda: guard_or_default(None))
     _: KW_ONLY
     session: Callable[[RunContext[Any]], str] | None = None
     id: str | None = "loopwarden"

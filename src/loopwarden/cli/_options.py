@@ -8,6 +8,7 @@ from typing import Any
 
 from loopwarden._terminal import printable
 from loopwarden.core.config import (
+    ZERO_CONFIG_PROFILE,
     ConfigError,
     ResolvedConfig,
     load_config,
@@ -121,15 +122,21 @@ def config_from_args(
     default_enabled: bool | None,
     swept: Sequence[str] = (),
     file_decides: bool = False,
+    zero_config: bool = False,
 ) -> tuple[ResolvedConfig, list[str]]:
     """Resolve the config the options describe; ``default_enabled`` fills an absent ``enabled``.
 
     With ``file_decides``, a ``--config`` file that leaves ``enabled`` out runs as it would in
     OpenClaw (only the post-compaction guard), with a notice saying so; ``default_enabled``
-    then applies only without a file. Raises :class:`ConfigError` with a clear message for a
+    then applies only without a file. ``zero_config``: with neither ``--config`` nor ``--set``,
+    the profile that runs when no config is given (``recommended``); a file or a ``--set``
+    means exactly what it says. Raises :class:`ConfigError` with a clear message for a
     bad file, agent, ``--set`` or ``--sweep`` value.
     """
     block, notices = config_block_from_args(args, swept)
+    if zero_config and not (args.config or args.overrides or swept):
+        notices.append(f"no config given: using the {ZERO_CONFIG_PROFILE!r} profile")
+        return resolve_config({"profile": ZERO_CONFIG_PROFILE}), notices
     if "enabled" in with_profile_defaults(block) or default_enabled is None:
         return resolve_config(block), notices
     value = str(default_enabled).lower()

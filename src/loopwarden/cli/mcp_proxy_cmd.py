@@ -25,9 +25,10 @@ _DESCRIPTION = (
     "Serve one MCP client over stdio and forward everything to the MCP server started from "
     "COMMAND (stdio) or reached at --url (streamable HTTP). Every tools/call goes through "
     "loopwarden's loop detection: warnings are appended to the tool result, looping calls are "
-    "answered with an isError result and never reach the server. With no config, detection "
-    "is on (enabled=true) with OpenClaw's default thresholds. Logs go to stderr; stdout is the "
-    "MCP protocol."
+    "answered with an isError result and never reach the server. With no --config and no "
+    "--set, the 'recommended' profile runs (a loop is blocked at its 4th identical call); a "
+    "config file or --set means what it says, with enabled=true unless it sets 'enabled'. "
+    "Logs go to stderr; stdout is the MCP protocol."
 )
 
 
@@ -183,7 +184,7 @@ def run_mcp_proxy(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
     try:
         downstream = _downstream_kwargs(args)
-        config, notices = config_from_args(args, default_enabled=True)
+        config, notices = config_from_args(args, default_enabled=True, zero_config=True)
     except (ValueError, ConfigError) as exc:
         return _fail(error_text(exc), escaped=True)
     from loopwarden.guard import LoopGuard

@@ -55,6 +55,10 @@ RECOMMENDED_PROFILE: dict[str, Any] = {
     "maxCyclePeriod": 4,
 }
 PROFILES: dict[str, dict[str, Any]] = {"openclaw": {}, "recommended": RECOMMENDED_PROFILE}
+# No config at all (``LoopGuard()``, an adapter or the proxy given none) runs this profile, so
+# that adding loopwarden without reading further ends loops. An explicit block, even ``{}`` or
+# ``{"enabled": true}``, keeps OpenClaw's meaning: resolve_config(None) is OpenClaw's defaults.
+ZERO_CONFIG_PROFILE = "recommended"
 
 
 class ConfigError(ValueError):

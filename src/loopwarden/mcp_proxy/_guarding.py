@@ -24,6 +24,11 @@ RUN_ID_KEY = "loopwarden/runId"
 COMPACTED_KEY = "loopwarden/compacted"
 """``_meta`` key; ``true`` means the client compacted its context just before this call."""
 
+WARNING_KEY = "loopwarden_warning"
+"""Key of loopwarden's notes in a result's ``structuredContent``, where the tool's output schema
+allows it: clients such as Claude Code give the model ``structuredContent`` instead of
+``content`` when a result has both."""
+
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
 
@@ -56,6 +61,20 @@ class CallGuard:
         self._in_flight = 0
         self._batches = 0
         self._compacted_runs: set[str] = set()
+        # Tool name → whether its structuredContent may carry one more key (from tools/list).
+        self._open_schemas: dict[str, bool] = {}
+
+    def learn_tools(self, result: Any) -> None:
+        """Note from a ``tools/list`` result which tools' structured results may take a note."""
+        tools = result.get("tools") if isinstance(result, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                self._open_schemas[tool["name"]] = schema_takes_a_key(tool.get("outputSchema"))
+
+    def structured_note_allowed(self, tool: str) -> bool:
+        """Whether a note may go into ``tool``'s ``structuredContent`` (never for a tool the
+        client did not list through this proxy: its schema is unknown)."""
+        return self._open_schemas.get(tool, False)
 
     async def before(self, call_id: str, params: dict[str, Any]) -> tuple[Decision, ToolCall, bool]:
         """Check one call; returns the decision, the call, and whether ``params`` changed.
@@ -230,10 +249,33 @@ def stopped_call_result(decision: Decision) -> dict[str, Any]:
     )
 
 
-def with_notes(result: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """``result`` with each note appended as an extra text item, so the model sees it."""
+def with_notes(
+    result: dict[str, Any], notes: list[str], *, structured: bool = False
+) -> dict[str, Any]:
+    """``result`` with each note appended as an extra text item, so the model sees it; with
+    ``structured`` (the tool's output schema allows another key) also under
+    :data:`WARNING_KEY` in its ``structuredContent``, which some clients show instead."""
     extra = [{"type": "text", "text": note} for note in notes]
-    return {**result, "content": [*result["content"], *extra]}
+    noted = {**result, "content": [*result["content"], *extra]}
+    content = result.get("structuredContent")
+    if structured and isinstance(content, dict) and WARNING_KEY not in content:
+        noted["structuredContent"] = {**content, WARNING_KEY: "\n\n".join(notes)}
+    return noted
+
+
+def schema_takes_a_key(schema: Any) -> bool:
+    """Whether an object matching the output ``schema`` stays valid with one more key: no
+    schema, or an object schema that does not close its properties (JSON Schema allows other
+    keys unless ``additionalProperties`` or ``unevaluatedProperties`` says otherwise)."""
+    if schema is None:
+        return True
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return False
+    closed = (schema.get("additionalProperties"), schema.get("unevaluatedProperties"))
+    if False in closed or any(isinstance(rule, dict) for rule in closed):
+        return False
+    combined = ("allOf", "anyOf", "oneOf", "not", "if", "$ref", "patternProperties")
+    return not any(key in schema for key in combined)
 
 
 class EventsFile:

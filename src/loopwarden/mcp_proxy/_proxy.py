@@ -373,6 +373,8 @@ class Relay:
         self._settle(pending)
         if pending.method == "initialize" and "result" in message:
             self._ready = True
+        if pending.method == "tools/list" and "result" in message:
+            self.calls.learn_tools(message["result"])
         if pending.call is not None:
             line = await self._finish_call(pending.call, message, line)
         await self.out.send(line)
@@ -402,7 +404,8 @@ class Relay:
         notes = await self.calls.after(call, result=value, error=error)
         if not notes:
             return line
-        return _encode({**message, "result": with_notes(result, notes)})
+        structured = self.calls.structured_note_allowed(call.name)
+        return _encode({**message, "result": with_notes(result, notes, structured=structured)})
 
     # ------------------------------------------------------------ failures
     async def _lost(self, generation: _Generation, reason: str, diagnostics: str) -> None:
