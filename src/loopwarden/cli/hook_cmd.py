@@ -16,12 +16,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from loopwarden.hooks._protocol import AGENTS
 
 if TYPE_CHECKING:
     from loopwarden.core.config import ResolvedConfig
+    from loopwarden.hooks._protocol import HookEvent
 
 DEFAULT_PROFILE = "recommended"
 """The profile the hooks use unless the config names one (why: docs/coding-agents.md)."""
@@ -68,28 +70,77 @@ def main(argv: Sequence[str]) -> int:
     return run(parser.parse_args(argv))
 
 
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""The largest hook event read: a larger one is drained unread and its call proceeds unchecked."""
+
+MAX_TEXT_CHARS = 256 * 1024
+"""A longer string in an event is compared by its first characters and a digest of the whole."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
     from loopwarden.core import _lazylog
-    from loopwarden.core.canonical import _set_fast_encoder
 
     _lazylog.on_first_use(lambda: _quiet_logging(args.agent))  # logging only when it logs
-    _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
-    text = sys.stdin.read()
-    answer = handle(args.agent, text, args.config, args.overrides, args.db)
-    if answer:
-        sys.stdout.write(answer + "\n")
+    try:
+        answer = handle(
+            args.agent, read_event(sys.stdin.buffer), args.config, args.overrides, args.db
+        )
+        write_answer(sys.stdout.buffer, answer)
+    except Exception as exc:  # whatever happens, the tool call proceeds and the CLI goes on
+        _lazylog.get_logger("loopwarden.hooks").error(
+            "internal error (%s); the call proceeds", _describe(exc)
+        )
     return 0
 
 
-def handle(agent: str, text: str, config: str | None, overrides: list[str], db: str | None) -> str:
+def read_event(stream: BinaryIO) -> bytes | None:
+    """The event's bytes, or None when it is larger than :data:`MAX_EVENT_BYTES`.
+
+    A larger event is read to its end and dropped, so the CLI writing it never meets a closed
+    pipe.
+    """
+    data = stream.read(MAX_EVENT_BYTES + 1)
+    if len(data) <= MAX_EVENT_BYTES:
+        return data
+    while stream.read(1 << 20):
+        pass
+    return None
+
+
+def write_answer(stream: BinaryIO, answer: str) -> None:
+    """Print the answer as UTF-8 (as ASCII escapes if it holds what UTF-8 cannot carry)."""
+    if not answer:
+        return
+    try:
+        data = answer.encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.dumps(json.loads(answer)).encode("ascii")
+    stream.write(data + b"\n")
+    stream.flush()
+
+
+def handle(
+    agent: str, text: str | bytes | None, config: str | None, overrides: list[str], db: str | None
+) -> str:
     """The answer to print for one event (``""``: nothing); failures are logged, never raised."""
     from loopwarden.core._lazylog import get_logger
     from loopwarden.hooks._protocol import HookInputError, handles, parse_event
 
     log = get_logger("loopwarden.hooks")
+    if text is None:
+        log.error(
+            "the hook event on stdin is larger than %d MiB; the call proceeds unchecked",
+            MAX_EVENT_BYTES >> 20,
+        )
+        return ""
+    if isinstance(text, bytes):  # the CLIs send UTF-8, whatever the locale says
+        text = text.decode("utf-8", errors="replace")
     try:
-        event = parse_event(agent, json.loads(text))
+        event = parse_event(agent, tame(json.loads(text), text))
+    except RecursionError:
+        log.error("the hook event on stdin is nested too deeply to read; the call proceeds")
+        return ""
     except json.JSONDecodeError as exc:
         log.error("the hook event on stdin is not JSON (%s); the call proceeds", exc)
         return ""
@@ -105,13 +156,98 @@ def handle(agent: str, text: str, config: str | None, overrides: list[str], db: 
     except (OSError, ValueError) as exc:
         log.error("config: %s; the call proceeds unguarded", exc)
         return ""
-    try:
-        from loopwarden.hooks._runner import HookRunner
+    return _guarded(agent, event, resolved, db)
 
-        return HookRunner(agent, resolved, db).handle(event).stdout
+
+def _guarded(agent: str, event: HookEvent, config: ResolvedConfig, db: str | None) -> str:
+    """Run the event through the guard and its state; a problem with the state fails open."""
+    from loopwarden.core.canonical import _set_fast_encoder, _set_hash_key
+    from loopwarden.hooks._state import clear_problem, prepare, private_files
+    from loopwarden.records import default_db_path
+
+    _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
+    path = Path(db) if db else default_db_path()
+    try:
+        with private_files():
+            _set_hash_key(prepare(path, own_folder=not db))
+            try:
+                from loopwarden.hooks._runner import HookRunner
+
+                answer = HookRunner(agent, config, path).handle(event).stdout
+            finally:
+                _set_hash_key(None)
     except Exception as exc:  # the guard never breaks a tool call because of its own state
-        log.error("state: %s; the call proceeds", _describe(exc))
+        if _LOCKED in str(exc):  # another process held the lock too long: this call only
+            _log_state(_describe(exc))
+            return ""
+        return _state_problem(agent, event, path, _describe(exc))
+    clear_problem(path)
+    return answer
+
+
+_LOCKED = "is locked by another process"  # how the store describes a lock wait that timed out
+
+
+def _log_state(problem: str) -> None:
+    from loopwarden.core._lazylog import get_logger
+
+    get_logger("loopwarden.hooks").error("state: %s; the call proceeds", problem)
+
+
+def _state_problem(agent: str, event: HookEvent, db: Path, problem: str) -> str:
+    """Log the problem, record it for ``hooks status``, and tell the user once per session."""
+    from loopwarden.hooks._protocol import notice
+    from loopwarden.hooks._state import record_problem
+
+    _log_state(problem)
+    first = record_problem(db, agent, f"{agent}:{event.session_id}", problem)
+    if first is None:  # nowhere to remember who was told: tell at each new prompt
+        first = event.kind == "prompt"
+    if not first:
         return ""
+    return notice(
+        f"loopwarden cannot use its state ({problem}). Tool calls are let through unchecked "
+        "until this is fixed; 'loopwarden hooks status' shows the problem."
+    ).stdout
+
+
+def tame(payload: Any, text: str) -> Any:
+    """The event with what loopwarden cannot store or would hash slowly made harmless.
+
+    A lone surrogate (a ``\\ud800`` escape in the JSON) becomes U+FFFD, so the answer, the
+    state and the records can carry it; a string longer than :data:`MAX_TEXT_CHARS` becomes
+    its beginning and a digest of the whole: equal exactly when the strings are, and hashed
+    in time however large the tool's output was. Untouched (no walk) when neither can occur.
+    """
+    if not isinstance(payload, (dict, list)):
+        return payload
+    if len(text) <= MAX_TEXT_CHARS and "\\ud" not in text and "\\uD" not in text:
+        return payload
+    stack: list[Any] = [payload]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in list(items):
+            if isinstance(value, str):
+                node[key] = _tame_text(value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    return payload
+
+
+def _tame_text(value: str) -> str:
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        data = value.encode("utf-8")
+    if len(value) <= MAX_TEXT_CHARS:
+        return value
+    import hashlib
+
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    head = value[: MAX_TEXT_CHARS // 4]
+    return f"{head}\n[... {len(value)} characters in all, digest {digest}]"
 
 
 def hook_config(path: str | None, overrides: list[str]) -> ResolvedConfig:
