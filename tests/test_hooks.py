@@ -668,12 +668,20 @@ def test_keyed_signatures_change_no_decision(db: Path) -> None:
 def test_old_world_readable_state_is_made_private(tmp_path: Path, env: dict[str, str]) -> None:
     folder = tmp_path / "state" / "loopwarden"
     folder.mkdir(parents=True)
-    sqlite3.connect(folder / "runs.db").close()
-    folder.chmod(0o755)
-    (folder / "runs.db").chmod(0o644)
     assert run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env).stderr == ""
-    assert folder.stat().st_mode & 0o777 == 0o700
-    assert (folder / "runs.db").stat().st_mode & 0o777 == 0o600
+    # As an older loopwarden left it, with a reader holding the -wal and -shm files open.
+    reader = sqlite3.connect(folder / "runs.db")
+    reader.execute("SELECT count(*) FROM sessions").fetchone()
+    files = [folder / name for name in ("runs.db", "runs.db-wal", "runs.db-shm")]
+    for path in files:
+        path.chmod(0o644)
+    folder.chmod(0o755)
+    try:
+        assert run_hook("claude-code", json.dumps(_claude_call(2, "ls")[0]), env).stderr == ""
+        assert folder.stat().st_mode & 0o777 == 0o700
+        assert [path.stat().st_mode & 0o777 for path in files] == [0o600] * 3
+    finally:
+        reader.close()
 
 
 def test_a_symlinked_state_folder_is_refused_and_the_call_proceeds(
