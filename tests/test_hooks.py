@@ -25,6 +25,8 @@ from loopwarden.cli import hook_cmd
 from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
 from loopwarden.hooks._state import read_problem
 
+from _support import wait_for_hook_server
+
 DATA = Path(__file__).parent / "data" / "coding_agents"
 
 # Where the hooks' default profile acts on one call repeated with one identical (non-empty)
@@ -293,7 +295,7 @@ def test_a_subagent_is_a_run_of_its_own(db: Path) -> None:
 
 
 def run_hook(
-    agent: str, stdin: str, env: dict[str, str], *args: str
+    agent: str, stdin: str, env: dict[str, str], *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "loopwarden", "hook", agent, *args],
@@ -301,8 +303,14 @@ def run_hook(
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=60,
     )
+
+
+def state_bytes(folder: Path) -> bytes:
+    """Every byte of the state folder's files (not of the hook server's socket)."""
+    return b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
 
 
 @pytest.fixture
@@ -324,7 +332,7 @@ def test_process_answers_on_stdout_and_keeps_state_in_xdg_state_home(
     state = tmp_path / "state" / "loopwarden" / "runs.db"
     assert state.is_file()
     # Privacy: the state file keeps names, hashes and counts, never the command or its output.
-    raw = b"".join(p.read_bytes() for p in state.parent.iterdir())
+    raw = state_bytes(state.parent)
     assert b"npm test" not in raw and b"FAIL: 3 tests" not in raw
 
 
@@ -637,7 +645,7 @@ def test_state_is_private_and_its_signatures_cannot_be_confirmed_by_guessing(
     assert "hook.key" in modes
     # The stored signature is keyed: hashing the guessed command does not find it.
     guess = hash_tool_call("Bash", {"command": command})
-    raw = b"".join(p.read_bytes() for p in folder.iterdir())
+    raw = state_bytes(folder)
     assert guess.split(":")[1].encode() not in raw
     (data,) = sqlite3.connect(folder / "runs.db").execute("SELECT data FROM sessions").fetchone()
     stored = {r["args_hash"] for r in json.loads(data)["history"]}
@@ -708,3 +716,77 @@ def test_a_state_folder_of_another_user_is_not_adopted(tmp_path: Path, env: dict
     done = run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
     assert done.returncode == 0 and "belongs to another user (uid 4242)" in done.stderr
     assert list(folder.iterdir()) == []
+
+
+# -- the resident hook server ---------------------------------------------------------------------
+
+
+def _loop_through(env: dict[str, str], started: Path | None = None) -> list[tuple[str, str]]:
+    """A failing loop to its stop, as processes; (stdout, stderr) of every event."""
+    seen = []
+    for n in range(1, STOPPED + 2):
+        pre, post = _claude_call(n, "npm test")
+        for event in (pre, post):
+            done = run_hook("claude-code", json.dumps(event), env)
+            assert done.returncode == 0
+            seen.append((done.stdout, done.stderr))
+            if started is not None and n == 1:
+                wait_for_hook_server(started)  # every later event goes through it
+                started = None
+    return seen
+
+
+def test_the_server_answers_exactly_as_the_hook_alone(tmp_path: Path) -> None:
+    served = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "a"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    alone = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "b"), "LOOPWARDEN_HOOK_SERVER": "0"}
+    through_server = _loop_through(served, started=tmp_path / "a")
+    assert _loop_through(alone) == through_server
+    assert any("deny" in out for out, _ in through_server)
+    assert not list((tmp_path / "b" / "loopwarden").glob("hookd-*"))
+
+
+def test_a_dead_server_is_replaced_and_the_hook_works_alone_meanwhile(tmp_path: Path) -> None:
+    import signal
+    import socket
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    assert run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env).stderr == ""
+    path = wait_for_hook_server(tmp_path / "state")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(path))
+        pid = int.from_bytes(
+            probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4], sys.byteorder
+        )
+    os.kill(pid, signal.SIGKILL)  # its socket stays behind, with nobody listening
+    answers = []
+    for n in range(2, 2 + WARNED):
+        pre, post = _claude_call(n, "npm test")
+        done = run_hook("claude-code", json.dumps(pre), env)
+        assert done.returncode == 0 and done.stderr == ""
+        answers.append(done.stdout)
+        run_hook("claude-code", json.dumps(post), env)
+    assert "WARNING" in answers[-1] and answers[:-1] == [""] * (WARNED - 1)
+    wait_for_hook_server(tmp_path / "state")  # a new one took the socket over
+
+
+def test_the_server_applies_each_hook_s_own_settings(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
+    wait_for_hook_server(tmp_path / "state")
+    # A relative --db and --config are the hook's own working folder's, not the server's.
+    work = tmp_path / "project"
+    work.mkdir()
+    block = {"consecutiveCriticalThreshold": BLOCKED + 2}
+    (work / "lw.json").write_text(json.dumps({"tools": {"loopDetection": block}}))
+    args = ["--config", "lw.json", "--db", "own.db"]
+    answers = []
+    for n in range(2, 8):
+        pre, post = _claude_call(n, "npm test")
+        done = run_hook("claude-code", json.dumps(pre), env, *args, cwd=work)
+        assert done.returncode == 0 and done.stderr == ""
+        answers.append(done.stdout)
+        run_hook("claude-code", json.dumps(post), env, *args, cwd=work)
+    assert (work / "own.db").is_file()
+    # The config's threshold, not the default one: the call the default blocks runs.
+    assert not any("deny" in a for a in answers)
+    assert any("WARNING" in a for a in answers), answers

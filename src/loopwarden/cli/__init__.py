@@ -95,6 +95,10 @@ def _commands_for(argv: Sequence[str]) -> tuple[str, ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:  # the hook's fast path (a resident server, else alone)
+        from loopwarden.hooks._client import main as hook
+
+        return hook(args_list[1:])
     if args_list == ["--version"]:  # what argparse's version action does, without argparse
         sys.stdout.write(_version() + "\n")
         raise SystemExit(0)

@@ -13,12 +13,15 @@ command into the CLI's settings. It runs on every tool call, so it imports only 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
+from loopwarden.hooks._client import MAX_EVENT_BYTES, read_event
 from loopwarden.hooks._protocol import AGENTS
 
 if TYPE_CHECKING:
@@ -63,29 +66,38 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run ``loopwarden hook`` with ``argv`` (the words after ``hook``), parsing only its own."""
+def main(argv: Sequence[str], data: bytes | _Unread | None = "unread") -> int:
+    """Run ``loopwarden hook`` with ``argv`` (the words after ``hook``), parsing only its own.
+
+    ``data``: the event, when the caller read stdin already (None: it was over the cap).
+    """
+    return run(_parser().parse_args(argv), data)
+
+
+_Unread = Literal["unread"]
+
+
+@cache
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwarden hook", description=_DESCRIPTION)
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return parser
 
-
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""The largest hook event read: a larger one is drained unread and its call proceeds unchecked."""
 
 MAX_TEXT_CHARS = 256 * 1024
 """A longer string in an event is compared by its first characters and a digest of the whole."""
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, data: bytes | _Unread | None = "unread") -> int:
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
     from loopwarden.core import _lazylog
 
-    _lazylog.on_first_use(lambda: _quiet_logging(args.agent))  # logging only when it logs
+    _agent[:] = [args.agent]
+    _lazylog.on_first_use(_quiet_logging)  # logging only when it logs
     try:
-        answer = handle(
-            args.agent, read_event(sys.stdin.buffer), args.config, args.overrides, args.db
-        )
+        if data == "unread":
+            data = read_event(sys.stdin.buffer)
+        answer = handle(args.agent, data, args.config, args.overrides, args.db)
         write_answer(sys.stdout.buffer, answer)
     except Exception as exc:  # whatever happens, the tool call proceeds and the CLI goes on
         _lazylog.get_logger("loopwarden.hooks").error(
@@ -94,18 +106,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_event(stream: BinaryIO) -> bytes | None:
-    """The event's bytes, or None when it is larger than :data:`MAX_EVENT_BYTES`.
+def serving() -> None:
+    """Prepare this process to answer many events (the resident server): logging set up once."""
+    from loopwarden.core import _lazylog
 
-    A larger event is read to its end and dropped, so the CLI writing it never meets a closed
-    pipe.
+    _lazylog.on_first_use(_quiet_logging)
+
+
+def answer_for(argv: list[str], data: bytes | None) -> bytes:
+    """What ``loopwarden hook ARGV`` prints for the event ``data`` (the resident server's work).
+
+    Its stderr lines go to ``sys.stderr`` as the caller set it for this event.
     """
-    data = stream.read(MAX_EVENT_BYTES + 1)
-    if len(data) <= MAX_EVENT_BYTES:
-        return data
-    while stream.read(1 << 20):
-        pass
-    return None
+    out = io.BytesIO()
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit:  # the client sends only arguments it could read; nothing to answer
+        return b""
+    _agent[:] = [args.agent]
+    try:
+        answer = handle(args.agent, data, args.config, args.overrides, args.db)
+        write_answer(out, answer)
+    except Exception as exc:
+        from loopwarden.core._lazylog import get_logger
+
+        get_logger("loopwarden.hooks").error(
+            "internal error (%s); the call proceeds", _describe(exc)
+        )
+        return b""
+    return out.getvalue()
 
 
 def write_answer(stream: BinaryIO, answer: str) -> None:
@@ -281,7 +310,20 @@ def _describe(exc: BaseException) -> str:
     return str(message).splitlines()[0]
 
 
-def _quiet_logging(agent: str) -> None:
+_agent: list[str] = ["?"]  # the CLI of the event being answered (the server answers them all)
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is now (the server points it at each event's own)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _quiet_logging() -> None:
     """Problems go to stderr as one line each; the loop events go to the run records only."""
     import logging
 
@@ -292,9 +334,9 @@ def _quiet_logging(agent: str) -> None:
             text = record.getMessage()
             if record.exc_info and record.exc_info[1] is not None:
                 text = f"{text}: {_describe(record.exc_info[1])}"
-            return f"loopwarden hook {agent}: " + (text.splitlines() or [""])[0]
+            return f"loopwarden hook {_agent[0]}: " + (text.splitlines() or [""])[0]
 
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_CurrentStderr())
     handler.setFormatter(OneLine())
     handler.setLevel(logging.ERROR)
     # The guard's line per loop event ("loop %s: ..."), not its own failures ("loop state ...").
