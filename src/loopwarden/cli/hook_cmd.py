@@ -190,21 +190,15 @@ def handle(
 
 def _guarded(agent: str, event: HookEvent, config: ResolvedConfig, db: str | None) -> str:
     """Run the event through the guard and its state; a problem with the state fails open."""
-    from loopwarden.core.canonical import _set_fast_encoder, _set_hash_key
-    from loopwarden.hooks._state import clear_problem, prepare, private_files
+    from loopwarden.core.canonical import _set_fast_encoder
+    from loopwarden.hooks._state import clear_problem, private_files
     from loopwarden.records import default_db_path
 
     _set_fast_encoder("stdlib")  # exact like orjson, and one import less for one or two hashes
     path = Path(db) if db else default_db_path()
     try:
         with private_files():
-            _set_hash_key(prepare(path, own_folder=not db))
-            try:
-                from loopwarden.hooks._runner import HookRunner
-
-                answer = HookRunner(agent, config, path).handle(event).stdout
-            finally:
-                _set_hash_key(None)
+            answer = _keyed(agent, event, config, path, own_folder=not db)
     except Exception as exc:  # the guard never breaks a tool call because of its own state
         if _LOCKED in str(exc):  # another process held the lock too long: this call only
             _log_state(_describe(exc))
@@ -212,6 +206,25 @@ def _guarded(agent: str, event: HookEvent, config: ResolvedConfig, db: str | Non
         return _state_problem(agent, event, path, _describe(exc))
     clear_problem(path)
     return answer
+
+
+def _keyed(
+    agent: str, event: HookEvent, config: ResolvedConfig, path: Path, *, own_folder: bool
+) -> str:
+    """The answer, every digest keyed with the user's secret (the signatures it stores)."""
+    from loopwarden.core.canonical import _set_hash_key
+    from loopwarden.hooks._runner import HookRunner
+    from loopwarden.hooks._state import prepare
+
+    _set_hash_key(prepare(path, own_folder=own_folder))
+    try:
+        runner = HookRunner(agent, config, path)
+        try:
+            return runner.handle(event).stdout
+        finally:
+            runner.store.close()  # a resident server answers many events
+    finally:
+        _set_hash_key(None)  # the library in this process hashes plainly again
 
 
 _LOCKED = "is locked by another process"  # how the store describes a lock wait that timed out
