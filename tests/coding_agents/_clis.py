@@ -16,6 +16,16 @@ from typing import Any
 BIN = Path(__file__).resolve().parent / "node_modules" / ".bin"
 
 
+def _python_env() -> dict[str, str]:
+    """What the hook's Python must keep from the tests' environment: the loopwarden under test
+    (``PYTHONPATH`` in a checkout) and loopwarden's own settings (``LOOPWARDEN_*``)."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key == "PYTHONPATH" or key.startswith("LOOPWARDEN_")
+    }
+
+
 def claude_env(home: Path) -> dict[str, str]:
     """Claude Code's environment: HOME, a test key, offline; add ``ANTHROPIC_BASE_URL``."""
     return {
@@ -28,7 +38,7 @@ def claude_env(home: Path) -> dict[str, str]:
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
-    }
+    } | _python_env()
 
 
 def claude_argv(claude: Path, prompt: str, *options: str) -> list[str]:
@@ -71,7 +81,7 @@ def codex_env(home: Path, codex_home: Path) -> dict[str, str]:
         "HOME": str(home),
         "CODEX_HOME": str(codex_home),
         "FAKE_OPENAI_KEY": "sk-test",
-    }
+    } | _python_env()
 
 
 def codex_argv(codex: Path, *args: str) -> list[str]:
@@ -111,7 +121,7 @@ def gemini_env(home: Path) -> dict[str, str]:
         "GEMINI_CLI_TRUST_WORKSPACE": "true",  # headless mode refuses untrusted folders
         "GEMINI_TELEMETRY_ENABLED": "false",
         "NO_COLOR": "1",
-    }
+    } | _python_env()
 
 
 def gemini_argv(gemini: Path, prompt: str, *, resume: bool = False) -> list[str]:
