@@ -177,8 +177,8 @@ def _server_cpu(state: str) -> str:
     """The CPU time the resident hook server used so far (Linux /proc), for the report."""
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            if b"loopwarden.hooks._server" in cmdline and state.encode() in b" ".join(cmdline):
+            cmdline = (proc / "cmdline").read_bytes()
+            if b"loopwarden.hooks._server" in cmdline and state.encode() in cmdline:
                 fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
                 ticks = int(fields[11]) + int(fields[12])  # utime, stime
                 return f"{ticks / os.sysconf('SC_CLK_TCK') * 1000:.0f} ms (pid {proc.name})"

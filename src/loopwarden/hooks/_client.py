@@ -134,8 +134,9 @@ def _tag() -> str:
     """Names the interpreter and the loopwarden it runs: another one gets its own server."""
     from loopwarden._version import __version__
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = f"{sys.executable}\0{here}\0{__version__}".encode("utf-8", "surrogateescape")
+    here = os.path.abspath(__file__)
+    stamp = os.stat(here).st_mtime_ns  # a reinstall of the same version gets a new server
+    text = f"{sys.executable}\0{here}\0{__version__}\0{stamp}".encode("utf-8", "surrogateescape")
     value = 0xCBF29CE484222325  # FNV-1a, 64 bits: stable across processes, unlike hash()
     for byte in text:
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
@@ -225,6 +226,14 @@ def decode(raw: bytes) -> list[bytes]:
     return fields
 
 
+# `-c` rather than `-m`, with the working folder taken off sys.path: the server outlives the
+# project folder the CLI started the hook in, and must not import modules from it.
+_SERVE = (
+    "import sys; del sys.path[0]; "
+    "from loopwarden.hooks._server import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
 def _start_server(path: str) -> None:
     """Start the server in the background, detached from the CLI (never fails the hook)."""
     try:
@@ -232,7 +241,7 @@ def _start_server(path: str) -> None:
         try:
             os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-m", "loopwarden.hooks._server", path],
+                [sys.executable, "-c", _SERVE, path],
                 dict(os.environ),
                 file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)],
                 setsid=True,

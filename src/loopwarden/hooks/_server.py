@@ -1,6 +1,6 @@
 """The resident hook server: answers the hook processes of one user, then leaves when idle.
 
-    python -m loopwarden.hooks._server SOCKET
+    python -c "from loopwarden.hooks._server import main; main([SOCKET])"
 
 Started by a hook process that found none (``_client``), detached from the CLI. It listens on
 ``SOCKET`` in the user's private state folder, accepts only processes of its own user, and
