@@ -20,7 +20,9 @@ once, in turn (interleaved, so a noisy moment hits them all alike), after a few 
    tests/data/coding_agents) on stdin, then its ``PostToolUse``; and the ``codex`` ones. These
    go through the user's resident hook server (started by the first warm-up event, as in real
    use) with ``XDG_STATE_HOME`` pointing to a private temporary folder;
-4. the same ``PreToolUse`` with ``LOOPWARDEN_HOOK_SERVER=0``: the hook working alone, as it
+4. the same ``PreToolUse`` through the console script (``hooks install`` writes that command
+   when it is itself run as ``loopwarden``), when the venv has one;
+5. the same ``PreToolUse`` with ``LOOPWARDEN_HOOK_SERVER=0``: the hook working alone, as it
    does for the first event or when the server cannot be reached.
 
 Every call gets its own command (``echo step N``) and tool-call id, so the session's history
@@ -84,6 +86,10 @@ def _cases(py: str) -> list[Case]:
         hook = [py, "-m", "loopwarden", "hook", agent]
         for event in ("PreToolUse", "PostToolUse"):
             cases.append(Case(f"hook {agent} {event}", hook, agent, event))
+    script = Path(py).parent / "loopwarden"  # the console script pip made next to python
+    if script.is_file():
+        argv = [str(script), "hook", "claude-code"]
+        cases.append(Case("hook claude-code PreToolUse (script)", argv, "claude-code"))
     alone = {"LOOPWARDEN_HOOK_SERVER": "0"}
     cases.append(
         Case("hook claude-code PreToolUse, alone", cases[2].argv, "claude-code", env=alone)

@@ -104,11 +104,11 @@ class Project:
         """``loopwarden hooks install claude-code --project DIR`` with extra options."""
         self.lw("hooks", "install", "claude-code", "--project", str(self.work), *options)
 
-    def run(self, model: RepeatCommand | ParallelCalls, count_file: Path) -> Run:
+    def run(self, model: RepeatCommand | ParallelCalls, count_file: Path, *options: str) -> Run:
         """``claude -p`` against a fake API playing ``model``; count_file counts executions."""
         with FakeAnthropic(model) as server:
             proc = subprocess.run(
-                claude_argv(self.claude, "Run the checks until they pass."),
+                claude_argv(self.claude, "Run the checks until they pass.", *options),
                 cwd=self.work,
                 env=self.env | {"ANTHROPIC_BASE_URL": server.url},
                 capture_output=True,
@@ -232,3 +232,22 @@ def test_hostile_events_never_break_a_call_nor_the_guard(project: Project, tmp_p
     assert run.executions == len(hostile) + BLOCKED_CALL - 1, run.explain()
     assert sum(BLOCKED in block_text(r) for r in run.results()) == 6 - (BLOCKED_CALL - 1)
     assert read_problem(project.state / "loopwarden" / "runs.db") is None
+
+
+def test_an_unusable_state_file_is_shown_to_the_user_once(project: Project, tmp_path: Path) -> None:
+    """A corrupt state file: every call runs (fail open), and the hook hands Claude Code a
+    ``systemMessage`` (what Claude Code shows the user) saying why, once for the session."""
+    count = tmp_path / "count"
+    project.install()
+    (project.state / "loopwarden").mkdir(parents=True)
+    (project.state / "loopwarden" / "runs.db").write_text("not a database\n")
+    run = project.run(RepeatCommand(commands=[failing(count)] * 6), count, "--include-hook-events")
+    assert run.executions == 6, run.explain()
+    answers = [
+        json.loads(event["stdout"])
+        for event in map(json.loads, run.stdout.splitlines())
+        if event.get("subtype") == "hook_response" and event.get("stdout", "").strip()
+    ]
+    assert len(answers) == 1, run.explain()
+    assert answers[0]["systemMessage"].startswith("loopwarden cannot use its state")
+    assert "loopwarden cannot use its state" not in run.seen_text()  # for the user, not the model

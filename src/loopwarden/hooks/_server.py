@@ -84,10 +84,12 @@ def _serve(server: socket.socket, path: str, inode: int) -> None:
         with conn:
             conn.settimeout(30.0)
             with suppress(OSError):
-                _answer(conn, hook_cmd)
+                _answer(conn)
 
 
-def _answer(conn: socket.socket, hook_cmd: object) -> None:
+def _answer(conn: socket.socket) -> None:
+    from loopwarden.cli.hook_cmd import answer_for
+
     if _peer_uid(conn) != os.geteuid():
         return  # not our user: no answer (the folder is private; this is the second lock)
     fields = decode(_read_all(conn))
@@ -98,7 +100,7 @@ def _answer(conn: socket.socket, hook_cmd: object) -> None:
     data = None if event == b"-" else event[1:]
     err = io.StringIO()
     with _request(os.fsdecode(cwd), env), redirect_stderr(err):
-        out = hook_cmd.answer_for(argv, data)  # type: ignore[attr-defined]
+        out = answer_for(argv, data)
     conn.sendall(encode([out, err.getvalue().encode("utf-8", "backslashreplace")]))
 
 
