@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -27,6 +28,7 @@ from loopwarden.hooks._protocol import AGENTS
 if TYPE_CHECKING:
     from loopwarden.core.config import ResolvedConfig
     from loopwarden.hooks._protocol import HookEvent
+    from loopwarden.stores.sqlite import SQLiteStore
 
 DEFAULT_PROFILE = "recommended"
 """The profile the hooks use unless the config names one (why: docs/coding-agents.md)."""
@@ -107,10 +109,12 @@ def run(args: argparse.Namespace, data: bytes | _Unread | None = "unread") -> in
 
 
 def serving() -> None:
-    """Prepare this process to answer many events (the resident server): logging set up once."""
+    """Prepare this process to answer many events (the resident server): logging set up once,
+    state files kept open."""
     from loopwarden.core import _lazylog
 
     _lazylog.on_first_use(_quiet_logging)
+    _serving[:] = [True]
 
 
 def answer_for(argv: list[str], data: bytes | None) -> bytes:
@@ -218,13 +222,39 @@ def _keyed(
 
     _set_hash_key(prepare(path, own_folder=own_folder))
     try:
-        runner = HookRunner(agent, config, path)
-        try:
-            return runner.handle(event).stdout
-        finally:
-            runner.store.close()  # a resident server answers many events
+        return HookRunner(agent, config, path, _kept_store(path)).handle(event).stdout
     finally:
         _set_hash_key(None)  # the library in this process hashes plainly again
+
+
+# The resident server keeps each state file open between events: closing the last connection
+# to a WAL database checkpoints it (a sync to disk), which would cost more than the event.
+_serving: list[bool] = []
+_stores: dict[Path, tuple[tuple[int, int] | None, SQLiteStore]] = {}
+
+
+def _kept_store(path: Path) -> SQLiteStore | None:
+    """The server's open store of ``path`` (None in a hook working alone: one event, then exit).
+
+    Reopened when the file was replaced or removed (a user moving a broken file away).
+    """
+    if not _serving:
+        return None
+    from loopwarden.hooks._runner import state_store
+
+    try:
+        info = os.stat(path)
+        identity: tuple[int, int] | None = (info.st_dev, info.st_ino)
+    except OSError:
+        identity = None
+    kept = _stores.get(path)
+    if kept is not None and identity is not None and kept[0] == identity:
+        return kept[1]
+    if kept is not None:
+        kept[1].close()
+    store = state_store(path)
+    _stores[path] = (identity, store)
+    return store
 
 
 _LOCKED = "is locked by another process"  # how the store describes a lock wait that timed out

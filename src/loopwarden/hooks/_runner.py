@@ -109,10 +109,17 @@ class _Outcome:
 class HookRunner:
     """Handles hook events of one CLI against the state file (one instance per process)."""
 
-    def __init__(self, agent: str, config: ResolvedConfig, db: PathLike | None = None) -> None:
+    def __init__(
+        self,
+        agent: str,
+        config: ResolvedConfig,
+        db: PathLike | None = None,
+        store: SQLiteStore | None = None,
+    ) -> None:
+        """``store``: an open store of ``db`` to use (the resident server keeps one per file)."""
         self.agent = agent
         self.path = Path(db) if db is not None else default_db_path()
-        self.store = SQLiteStore(self.path, session_ttl=SESSION_TTL, timeout=2.0)
+        self.store = store or state_store(self.path)
         self.guard = LoopGuard(config, store=self.store, agent_id=agent)
         self._events: list[LoopEvent] = []
         self.guard.subscribe(self._events.append)
@@ -257,6 +264,11 @@ class HookRunner:
             for record in outcome.ended:
                 recorder.run_ended(record)
         self._events.clear()
+
+
+def state_store(path: Path) -> SQLiteStore:
+    """The session store of a hook state file."""
+    return SQLiteStore(path, session_ttl=SESSION_TTL, timeout=2.0)
 
 
 def _batch(session: HookSession) -> str:
