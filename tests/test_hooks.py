@@ -790,3 +790,22 @@ def test_the_server_applies_each_hook_s_own_settings(tmp_path: Path) -> None:
     # The config's threshold, not the default one: the call the default blocks runs.
     assert not any("deny" in a for a in answers)
     assert any("WARNING" in a for a in answers), answers
+
+
+def test_keyed_signatures_keep_the_grace_of_a_silent_result(db: Path) -> None:
+    # A command that succeeds without output gets one more try than one that prints the same
+    # text each time: the silent result is recognised by its (keyed) hash.
+    def allowed_before_the_block(output: str, session: str) -> int:
+        hook = Hook("codex", db)
+        for n in range(1, 10):
+            pre = payload("codex", "PreToolUse", session_id=session, tool_use_id=f"c{n}")
+            if _denied(hook.send(pre)):
+                return n - 1
+            post = payload("codex", "PostToolUse", session_id=session, tool_use_id=f"c{n}")
+            hook.send(post | {"tool_input": pre["tool_input"], "tool_response": output})
+        raise AssertionError("never blocked")
+
+    silent = allowed_before_the_block("", "silent")
+    loud = allowed_before_the_block("FAIL\n", "loud")
+    assert silent == CONFIG.consecutive_silent_threshold
+    assert loud == CONFIG.consecutive_critical_threshold < silent
