@@ -171,7 +171,13 @@ def test_the_hook_command_loads_nothing_heavy(tmp_path: Path, agent: str, event:
 # A hook process that hands its event to the resident server: the interpreter's own start-up
 # modules (runpy's for `-m`), loopwarden's package and version, the client, the socket module.
 CLIENT = frozenset(
-    {"loopwarden", "loopwarden._version", "loopwarden.hooks", "loopwarden.hooks._client"}
+    {
+        "loopwarden",
+        "loopwarden._version",
+        "loopwarden.hooks",
+        "loopwarden.hooks._client",
+        "loopwarden.hooks._stdin",
+    }
 )
 
 

@@ -22,8 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
-from loopwarden.hooks._client import MAX_EVENT_BYTES, read_event
 from loopwarden.hooks._protocol import AGENTS
+from loopwarden.hooks._stdin import MAX_EVENT_BYTES, read_event
 
 if TYPE_CHECKING:
     from loopwarden.core.config import ResolvedConfig

@@ -18,13 +18,11 @@ import os
 import sys
 from contextlib import suppress
 
+from loopwarden.hooks._stdin import read_event
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import BinaryIO
-
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""The largest hook event read: a larger one is drained unread and its call proceeds unchecked."""
 
 PROTOCOL = b"loopwarden-hook-1"
 _AGENTS = ("claude-code", "codex", "gemini-cli")
@@ -85,20 +83,6 @@ def _alone(args: list[str], data: bytes | None) -> int:
     from loopwarden.cli.hook_cmd import main as alone
 
     return alone(args, data)
-
-
-def read_event(stream: "BinaryIO") -> "bytes | None":
-    """The event's bytes, or None when it is larger than :data:`MAX_EVENT_BYTES`.
-
-    A larger event is read to its end and dropped, so the CLI writing it never meets a closed
-    pipe.
-    """
-    data = stream.read(MAX_EVENT_BYTES + 1)
-    if len(data) <= MAX_EVENT_BYTES:
-        return bytes(data)
-    while stream.read(1 << 20):
-        pass
-    return None
 
 
 # -- where the server listens ----------------------------------------------------------------
