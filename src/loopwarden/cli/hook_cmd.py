@@ -94,17 +94,13 @@ def run(args: argparse.Namespace, data: bytes | _Unread | None = "unread") -> in
     """Handle one event from stdin; always exit 0 (the answer, if any, is on stdout)."""
     from loopwarden.core import _lazylog
 
-    _agent[:] = [args.agent]
     _lazylog.on_first_use(_quiet_logging)  # logging only when it logs
-    try:
-        if data == "unread":
+    if data == "unread":
+        try:
             data = read_event(sys.stdin.buffer)
-        answer = handle(args.agent, data, args.config, args.overrides, args.db)
-        write_answer(sys.stdout.buffer, answer)
-    except Exception as exc:  # whatever happens, the tool call proceeds and the CLI goes on
-        _lazylog.get_logger("loopwarden.hooks").error(
-            "internal error (%s); the call proceeds", _describe(exc)
-        )
+        except OSError:
+            data = b""  # no stdin: not JSON, said below
+    _respond(args, data, sys.stdout.buffer)
     return 0
 
 
@@ -122,23 +118,26 @@ def answer_for(argv: list[str], data: bytes | None) -> bytes:
 
     Its stderr lines go to ``sys.stderr`` as the caller set it for this event.
     """
-    out = io.BytesIO()
     try:
         args = _parser().parse_args(argv)
     except SystemExit:  # the client sends only arguments it could read; nothing to answer
         return b""
+    out = io.BytesIO()
+    _respond(args, data, out)
+    return out.getvalue()
+
+
+def _respond(args: argparse.Namespace, data: bytes | None, stream: BinaryIO) -> None:
+    """Answer the event ``data`` on ``stream``; whatever happens, the tool call proceeds."""
     _agent[:] = [args.agent]
     try:
-        answer = handle(args.agent, data, args.config, args.overrides, args.db)
-        write_answer(out, answer)
+        write_answer(stream, handle(args.agent, data, args.config, args.overrides, args.db))
     except Exception as exc:
         from loopwarden.core._lazylog import get_logger
 
         get_logger("loopwarden.hooks").error(
             "internal error (%s); the call proceeds", _describe(exc)
         )
-        return b""
-    return out.getvalue()
 
 
 def write_answer(stream: BinaryIO, answer: str) -> None:
