@@ -216,7 +216,9 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
     run = project.run(shell_commands(commands), count)
     assert run.executions == 25, run.explain()
     results = run.results()
-    assert [f"step {i} done" in output(r) for i, r in enumerate(results)] == [True] * 25
+    assert [f"step {i} done" in output(r) for i, r in enumerate(results)] == [True] * 25, [
+        output(r) for r in results
+    ]
     assert not run.saw("CRITICAL") and not run.saw("WARNING")
 
 
