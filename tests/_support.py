@@ -77,3 +77,24 @@ def data_path(*parts: str) -> Path:
 # The name tests used while the data lived outside the repository; branches written before the
 # rename still call it. Remove once nothing does.
 shared_path = data_path
+
+
+def wait_for_hook_server(state_home: Path, timeout: float = 60.0) -> Path:
+    """The socket of the hook server a hook process started for ``state_home``, once it answers.
+
+    Raises ``AssertionError`` if none is listening within ``timeout`` seconds.
+    """
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in (state_home / "loopwarden").glob("hookd-*.sock"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.connect(str(path))
+                except OSError:
+                    continue
+                return path
+        time.sleep(0.05)
+    raise AssertionError(f"no hook server answered in {state_home} within {timeout} s")

@@ -26,6 +26,8 @@ from loopwarden.cli import _COMMANDS
 from loopwarden.core._config_schema import block_problems
 from loopwarden.core.config import PROFILES, RECOMMENDED_PROFILE, plainly_valid
 
+from _support import wait_for_hook_server
+
 # Strict validation, terminal output and JSON5: needed by humans checking configs, never by a
 # hook answering a tool call.
 HEAVY = frozenset({"pydantic", "pydantic_core", "rich", "json5", "loopwarden.core._config_schema"})
@@ -106,8 +108,12 @@ def test_version_says_what_argparse_says() -> None:
     assert outputs[0].startswith(f"loopwarden {loopwarden.__version__} (")
 
 
-def _state_env(tmp_path: Path) -> dict[str, str]:
-    return dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+def _state_env(tmp_path: Path, *, server: bool = False) -> dict[str, str]:
+    return dict(
+        os.environ,
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        LOOPWARDEN_HOOK_SERVER="1" if server else "0",
+    )
 
 
 # What the hook does, in-process: the guard over the SQLite session store, with a config file
@@ -160,6 +166,57 @@ def test_the_hook_command_loads_nothing_heavy(tmp_path: Path, agent: str, event:
             "loopwarden.cli._options",
         }
     assert list((tmp_path / "state").rglob("*.db"))
+
+
+# A hook process that hands its event to the resident server: the interpreter's own start-up
+# modules (runpy's for `-m`), loopwarden's package and version, the client, the socket module.
+CLIENT = frozenset(
+    {
+        "loopwarden",
+        "loopwarden._version",
+        "loopwarden.hooks",
+        "loopwarden.hooks._client",
+        "loopwarden.hooks._stdin",
+    }
+)
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_hook_answered_by_the_server_loads_only_the_client(tmp_path: Path, agent: str) -> None:
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps({"tools": {"loopDetection": {"criticalThreshold": 6}}}))
+    payload = (EVENTS / agent / "hook-events" / "PreToolUse.json").read_text()
+    args = ["-m", "loopwarden", "hook", agent, "--config", str(config), "--set", "historySize=40"]
+    env = _state_env(tmp_path, server=True)
+    first = imported(args, tmp_path, stdin=payload, env=env)  # alone; it starts the server
+    assert "loopwarden.guard" in first
+    wait_for_hook_server(tmp_path / "state")
+    bare = imported(["-c", "pass"], tmp_path, env=env)
+    names = imported(args, tmp_path, stdin=payload, env=env)
+    assert {n for n in names - bare if n.startswith("loopwarden")} == CLIENT
+    assert names - bare - CLIENT <= {
+        "_socket",
+        "runpy",
+        "importlib.util",
+        "importlib.machinery",
+        "contextlib",
+        "functools",
+        "types",
+        "collections",
+        "keyword",
+        "operator",
+        "reprlib",
+        "itertools",
+        "_functools",
+        "_collections",
+        "_operator",
+        "collections.abc",
+        "_weakrefset",
+        "importlib",
+        "importlib._abc",
+        "warnings",
+        "pkgutil",
+    }
 
 
 def test_an_invalid_config_is_still_judged_by_the_strict_schema(tmp_path: Path) -> None:

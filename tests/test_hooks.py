@@ -23,6 +23,9 @@ import pytest
 
 from loopwarden.cli import hook_cmd
 from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
+from loopwarden.hooks._state import read_problem
+
+from _support import wait_for_hook_server
 
 DATA = Path(__file__).parent / "data" / "coding_agents"
 
@@ -303,7 +306,7 @@ def test_a_subagent_is_a_run_of_its_own(db: Path) -> None:
 
 
 def run_hook(
-    agent: str, stdin: str, env: dict[str, str], *args: str
+    agent: str, stdin: str, env: dict[str, str], *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "loopwarden", "hook", agent, *args],
@@ -311,8 +314,14 @@ def run_hook(
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=60,
     )
+
+
+def state_bytes(folder: Path) -> bytes:
+    """Every byte of the state folder's files (not of the hook server's socket)."""
+    return b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
 
 
 @pytest.fixture
@@ -334,7 +343,7 @@ def test_process_answers_on_stdout_and_keeps_state_in_xdg_state_home(
     state = tmp_path / "state" / "loopwarden" / "runs.db"
     assert state.is_file()
     # Privacy: the state file keeps names, hashes and counts, never the command or its output.
-    raw = b"".join(p.read_bytes() for p in state.parent.iterdir())
+    raw = state_bytes(state.parent)
     assert b"npm test" not in raw and b"FAIL: 3 tests" not in raw
 
 
@@ -367,7 +376,7 @@ def test_bad_events_fail_open_with_one_line(stdin: str, says: str, env: dict[str
     assert done.stderr.startswith("loopwarden hook claude-code: ")
 
 
-def test_corrupt_state_file_fails_open_and_is_left_alone(
+def test_corrupt_state_file_fails_open_tells_the_user_once_and_hooks_status_can_see_it(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     state = tmp_path / "state" / "loopwarden" / "runs.db"
@@ -375,9 +384,28 @@ def test_corrupt_state_file_fails_open_and_is_left_alone(
     state.write_bytes(b"this is not a database" * 100)
     before = state.read_bytes()
     done = run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
-    assert done.returncode == 0 and done.stdout == ""
+    assert done.returncode == 0
     assert done.stderr.count("\n") == 1 and "not a" in done.stderr
+    # The user is told where Claude Code shows it, once per session; the call proceeds.
+    told = json.loads(done.stdout)
+    assert (
+        set(told) == {"systemMessage"} and "not a usable SQLite database" in told["systemMessage"]
+    )
+    again = run_hook("claude-code", json.dumps(_claude_call(2, "ls")[0]), env)
+    assert again.returncode == 0 and again.stdout == "" and "not a" in again.stderr
+    other = _claude_call(3, "ls")[0] | {"session_id": "session-2"}
+    assert "systemMessage" in json.loads(run_hook("claude-code", json.dumps(other), env).stdout)
     assert state.read_bytes() == before
+    # What `hooks status` reads: the problem, the file, and who was told.
+    problem = read_problem(state)
+    assert problem is not None and "not a usable SQLite database" in problem["problem"]
+    assert problem["db"] == str(state) and problem["count"] == 3
+    assert problem["told"] == ["claude-code:session-1", "claude-code:session-2"]
+    # Moved away: the next event starts a fresh file and the problem is gone.
+    state.rename(state.with_name("broken.db"))
+    fixed = run_hook("claude-code", json.dumps(_claude_call(4, "ls")[0]), env)
+    assert fixed.returncode == 0 and fixed.stdout == "" and fixed.stderr == ""
+    assert read_problem(state) is None
 
 
 def test_locked_state_file_fails_open(tmp_path: Path, env: dict[str, str]) -> None:
@@ -390,8 +418,10 @@ def test_locked_state_file_fails_open(tmp_path: Path, env: dict[str, str]) -> No
         done = run_hook("claude-code", json.dumps(_claude_call(2, "ls")[0]), env)
     finally:
         holder.execute("ROLLBACK")
+    # A lock held too long is one call's problem, not a broken state: nothing to tell.
     assert done.returncode == 0 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "locked" in done.stderr
+    assert read_problem(state) is None
     # What was recorded before is still there.
     data = sqlite3.connect(state).execute("SELECT data FROM sessions").fetchone()[0]
     assert len(json.loads(data)["history"]) == 1
@@ -438,3 +468,355 @@ def test_sessions_unused_for_a_week_are_forgotten_at_a_new_turn(db: Path) -> Non
         "sessions": ["claude-code:session-1"],
         "hook_sessions": ["claude-code:session-1"],
     }
+
+
+# -- hostile input: the call always proceeds, nothing is lost -------------------------------
+
+
+def test_deeply_nested_stdin_fails_open_without_a_traceback(env: dict[str, str]) -> None:
+    done = run_hook("claude-code", "[" * 100_000, env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert (
+        done.stderr == "loopwarden hook claude-code: the hook event on stdin is nested too "
+        "deeply to read; the call proceeds\n"
+    )
+
+
+def test_invalid_utf8_under_a_strict_locale_is_still_guarded(env: dict[str, str]) -> None:
+    strict = {**env, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    strict.pop("PYTHONIOENCODING", None)
+    answers = []
+    for n in range(1, BLOCKED + 1):
+        pre, post = _claude_call(n, "npm test")
+        raw = json.dumps(pre).replace("npm test", "npm t\\u00e9st").encode()
+        raw = raw.replace(
+            b'"session-1"', b'"session-\\xff"'.decode("unicode_escape").encode("latin-1")
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "loopwarden", "hook", "claude-code"],
+            input=raw,
+            capture_output=True,
+            env=strict,
+            timeout=60,
+        )
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+        answers.append(done.stdout)
+        post_raw = json.dumps(post).replace("npm test", "npm t\\u00e9st").encode()
+        post_raw = post_raw.replace(b'"session-1"', b'"session-\xff"')
+        subprocess.run(
+            [sys.executable, "-m", "loopwarden", "hook", "claude-code"],
+            input=post_raw,
+            capture_output=True,
+            env=strict,
+            timeout=60,
+            check=True,
+        )
+    # The same session (its id read with U+FFFD for the bad byte) and the same command each time.
+    assert answers[: WARNED - 1] == [b""] * (WARNED - 1)
+    block = json.loads(answers[BLOCKED - 1])["hookSpecificOutput"]
+    assert block["permissionDecision"] == "deny"
+
+
+def test_a_lone_surrogate_in_a_tool_name_is_answered_and_warnings_are_kept(
+    env: dict[str, str],
+) -> None:
+    answers = []
+    for n in range(1, BLOCKED + 1):
+        pre, post = (
+            json.dumps(e | {"tool_name": "Ba\ud800sh", "tool_input": {"command": "npm test"}})
+            for e in _claude_call(n, "npm test")
+        )
+        assert "\\ud800" in pre  # what the CLI sends: an escape, valid JSON
+        done = run_hook("claude-code", pre, env)
+        assert done.returncode == 0 and done.stderr == ""
+        answers.append(done.stdout)
+        assert run_hook("claude-code", post, env).returncode == 0
+    warning = json.loads(answers[WARNED - 1])["hookSpecificOutput"]["additionalContext"]
+    assert warning.startswith(f"WARNING: You have called Ba\ufffdsh {WARNED - 1} times")
+    block = json.loads(answers[BLOCKED - 1])["hookSpecificOutput"]
+    assert (
+        block["permissionDecision"] == "deny" and "Ba\ufffdsh" in block["permissionDecisionReason"]
+    )
+
+
+def test_a_huge_tool_output_is_hashed_in_time_and_compared_exactly(db: Path) -> None:
+    hook = Hook("claude-code", db)
+    big = "x" * (hook_cmd.MAX_TEXT_CHARS * 8)
+    answers = []
+    for n, output in enumerate([big, big, big + "y", big + "y"], start=1):
+        pre = payload("claude-code", "PreToolUse", tool_use_id=f"t{n}")
+        answers.append(hook.send(pre))
+        post = payload("claude-code", "PostToolUse", tool_use_id=f"t{n}")
+        post["tool_response"] = {"stdout": output, "stderr": ""}
+        hook.send(post)
+    (data,) = sqlite3.connect(db).execute("SELECT data FROM sessions").fetchone()
+    results = [record["result_hash"] for record in json.loads(data)["history"]]
+    # Equal outputs compare equal, a change past the part kept compares different.
+    assert results[0] == results[1] and results[2] == results[3] and results[1] != results[2]
+
+
+def test_an_event_over_the_size_cap_is_drained_and_the_call_proceeds(
+    env: dict[str, str],
+) -> None:
+    post = payload("claude-code", "PostToolUse")
+    post["tool_response"] = {"stdout": "x" * (hook_cmd.MAX_EVENT_BYTES + 10), "stderr": ""}
+    done = run_hook("claude-code", json.dumps(post), env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert "larger than 16 MiB" in done.stderr and done.stderr.count("\n") == 1
+
+
+# -- batches: the calls of one model response ---------------------------------------------------
+
+
+def _parallel(hook: Hook, n: int, turn: str, command: str = "npm test") -> list[Any]:
+    """n identical calls of one model response: every PreToolUse, then every outcome."""
+    pres = [_claude_call(i, command, prompt=turn) for i in range(n)]
+    pres = [
+        (pre | {"tool_use_id": f"{turn}-{i}"}, post | {"tool_use_id": f"{turn}-{i}"})
+        for i, (pre, post) in enumerate(pres)
+    ]
+    answers = [hook.send(pre) for pre, _ in pres]
+    for (_, post), answer in zip(pres, answers, strict=True):
+        if answer is None or "permissionDecision" not in answer["hookSpecificOutput"]:
+            hook.send(post)
+    return answers
+
+
+def _denied(answer: Any) -> bool:
+    return answer is not None and answer["hookSpecificOutput"].get("permissionDecision") == "deny"
+
+
+def test_identical_parallel_calls_are_judged_as_if_one_after_another(db: Path) -> None:
+    hook = Hook("claude-code", db)
+    answers = _parallel(hook, 8, "p1")
+    ran = [a for a in answers if not _denied(a)]
+    # As many run as one at a time (the block comes at the same count), the rest are refused,
+    # and the blocks of one response count as one: none of them stops the run.
+    assert len(ran) == BLOCKED - 1
+    assert all(_denied(a) for a in answers[BLOCKED - 1 :])
+    assert not any(
+        a["hookSpecificOutput"]["permissionDecisionReason"].endswith(STOPPED_TURN)
+        for a in answers[BLOCKED - 1 :]
+    )
+    # The model read the refusals; its next response asks again: that is the second block.
+    again = hook.send(_claude_call(99, "npm test")[0])
+    assert again["hookSpecificOutput"]["permissionDecisionReason"].endswith(STOPPED_TURN)
+
+
+def test_parallel_hook_processes_of_one_response_are_one_batch(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    calls = [_claude_call(n, "npm test")[0] for n in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        done = list(pool.map(lambda c: run_hook("claude-code", json.dumps(c), env), calls))
+    assert all(d.returncode == 0 and d.stderr == "" for d in done)
+    denied = [d for d in done if "deny" in d.stdout]
+    assert len(done) - len(denied) == BLOCKED - 1
+
+
+def test_a_reused_tool_call_id_never_gets_an_old_answer(db: Path) -> None:
+    hook = Hook("codex", db)
+    hook.send(payload("codex", "UserPromptSubmit", turn_id="t1"))
+    first = []
+    for n in range(1, BLOCKED + 1):  # Codex numbers the calls of each turn call_1, call_2, ...
+        pre = payload("codex", "PreToolUse", turn_id="t1", tool_use_id=f"call_{n}")
+        first.append(hook.send(pre))
+        post = payload("codex", "PostToolUse-failed-command", turn_id="t1", tool_use_id=f"call_{n}")
+        post["tool_input"] = pre["tool_input"]
+        hook.send(post)
+    assert _denied(first[BLOCKED - 1])
+    # The next turn reuses the id of the refused call for another command: it runs.
+    hook.send(payload("codex", "UserPromptSubmit", turn_id="t2"))
+    other = payload("codex", "PreToolUse", turn_id="t2", tool_use_id=f"call_{BLOCKED}")
+    other["tool_input"] = {"command": "ls dir4"}
+    assert hook.send(other) is None
+    # Within a turn too: the same id for a different call is a different call.
+    same_id = payload("codex", "PreToolUse", turn_id="t2", tool_use_id=f"call_{BLOCKED}")
+    same_id["tool_input"] = {"command": "ls dir5"}
+    assert hook.send(same_id) is None
+
+
+# -- privacy on a shared machine -----------------------------------------------------------------
+
+
+def test_state_is_private_and_its_signatures_cannot_be_confirmed_by_guessing(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    from loopwarden.core.canonical import _hash_keyed, hash_tool_call
+
+    command = 'curl -H "Authorization: Bearer s3cret"'
+    for n in range(1, 3):
+        pre, post = _claude_call(n, command)
+        assert run_hook("claude-code", json.dumps(pre), env).returncode == 0
+        assert run_hook("claude-code", json.dumps(post), env).returncode == 0
+    folder = tmp_path / "state" / "loopwarden"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+    assert set(modes.values()) == {0o600}, modes
+    assert "hook.key" in modes
+    # The stored signature is keyed: hashing the guessed command does not find it.
+    guess = hash_tool_call("Bash", {"command": command})
+    raw = state_bytes(folder)
+    assert guess.split(":")[1].encode() not in raw
+    (data,) = sqlite3.connect(folder / "runs.db").execute("SELECT data FROM sessions").fetchone()
+    stored = {r["args_hash"] for r in json.loads(data)["history"]}
+    assert len(stored) == 1 and stored != {guess}
+    assert not _hash_keyed()  # this process (the library) still hashes plainly
+
+
+def test_keyed_signatures_change_no_decision(db: Path) -> None:
+    # The same loop through the hook (keyed) and through the library (plain SHA-256).
+    from loopwarden.guard import LoopGuard
+
+    hook = Hook("claude-code", db)
+    guard = LoopGuard(CONFIG)
+    for n in range(1, STOPPED + 1):
+        pre, post = _claude_call(n, "npm test")
+        answer = hook.send(pre)
+        decision = guard.before_tool_call("s", "Bash", {"command": "npm test"}, run_id="p1")
+        expected = {"allow": None, "warn": "additionalContext"}.get(decision.action, "deny")
+        got = None if answer is None else ("deny" if _denied(answer) else "additionalContext")
+        assert got == expected, (n, decision.action, answer)
+        if decision.allowed:
+            hook.send(post)
+            guard.after_tool_call(
+                "s", "Bash", {"command": "npm test"}, error=post["error"], failed=True, run_id="p1"
+            )
+
+
+def test_old_world_readable_state_is_made_private(tmp_path: Path, env: dict[str, str]) -> None:
+    folder = tmp_path / "state" / "loopwarden"
+    folder.mkdir(parents=True)
+    assert run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env).stderr == ""
+    # As an older loopwarden left it, with a reader holding the -wal and -shm files open.
+    reader = sqlite3.connect(folder / "runs.db")
+    reader.execute("SELECT count(*) FROM sessions").fetchone()
+    files = [folder / name for name in ("runs.db", "runs.db-wal", "runs.db-shm")]
+    for path in files:
+        path.chmod(0o644)
+    folder.chmod(0o755)
+    try:
+        assert run_hook("claude-code", json.dumps(_claude_call(2, "ls")[0]), env).stderr == ""
+        assert folder.stat().st_mode & 0o777 == 0o700
+        assert [path.stat().st_mode & 0o777 for path in files] == [0o600] * 3
+    finally:
+        reader.close()
+
+
+def test_a_symlinked_state_folder_is_refused_and_the_call_proceeds(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "loopwarden").symlink_to(elsewhere)
+    prompt = payload("claude-code", "UserPromptSubmit", prompt_id="p1")
+    told = run_hook("claude-code", json.dumps(prompt), env)
+    assert told.returncode == 0 and "symbolic link" in told.stderr
+    assert "symbolic link" in json.loads(told.stdout)["systemMessage"]
+    done = run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
+    assert done.returncode == 0 and done.stdout == "" and "symbolic link" in done.stderr
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user's needs root")
+def test_a_state_folder_of_another_user_is_not_adopted(tmp_path: Path, env: dict[str, str]) -> None:
+    folder = tmp_path / "state" / "loopwarden"
+    folder.mkdir(parents=True)
+    os.chown(folder, 4242, 4242)
+    done = run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
+    assert done.returncode == 0 and "belongs to another user (uid 4242)" in done.stderr
+    assert list(folder.iterdir()) == []
+
+
+# -- the resident hook server ---------------------------------------------------------------------
+
+
+def _loop_through(env: dict[str, str], started: Path | None = None) -> list[tuple[str, str]]:
+    """A failing loop to its stop, as processes; (stdout, stderr) of every event."""
+    seen = []
+    for n in range(1, STOPPED + 2):
+        pre, post = _claude_call(n, "npm test")
+        for event in (pre, post):
+            done = run_hook("claude-code", json.dumps(event), env)
+            assert done.returncode == 0
+            seen.append((done.stdout, done.stderr))
+            if started is not None and n == 1:
+                wait_for_hook_server(started)  # every later event goes through it
+                started = None
+    return seen
+
+
+def test_the_server_answers_exactly_as_the_hook_alone(tmp_path: Path) -> None:
+    served = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "a"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    alone = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "b"), "LOOPWARDEN_HOOK_SERVER": "0"}
+    through_server = _loop_through(served, started=tmp_path / "a")
+    assert _loop_through(alone) == through_server
+    assert any("deny" in out for out, _ in through_server)
+    assert not list((tmp_path / "b" / "loopwarden").glob("hookd-*"))
+
+
+def test_a_dead_server_is_replaced_and_the_hook_works_alone_meanwhile(tmp_path: Path) -> None:
+    import signal
+    import socket
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    assert run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env).stderr == ""
+    path = wait_for_hook_server(tmp_path / "state")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(path))
+        pid = int.from_bytes(
+            probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4], sys.byteorder
+        )
+    os.kill(pid, signal.SIGKILL)  # its socket stays behind, with nobody listening
+    answers = []
+    for n in range(2, 2 + WARNED):
+        pre, post = _claude_call(n, "npm test")
+        done = run_hook("claude-code", json.dumps(pre), env)
+        assert done.returncode == 0 and done.stderr == ""
+        answers.append(done.stdout)
+        run_hook("claude-code", json.dumps(post), env)
+    assert "WARNING" in answers[-1] and answers[:-1] == [""] * (WARNED - 1)
+    wait_for_hook_server(tmp_path / "state")  # a new one took the socket over
+
+
+def test_the_server_applies_each_hook_s_own_settings(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    run_hook("claude-code", json.dumps(_claude_call(1, "ls")[0]), env)
+    wait_for_hook_server(tmp_path / "state")
+    # A relative --db and --config are the hook's own working folder's, not the server's.
+    work = tmp_path / "project"
+    work.mkdir()
+    block = {"consecutiveCriticalThreshold": BLOCKED + 2}
+    (work / "lw.json").write_text(json.dumps({"tools": {"loopDetection": block}}))
+    args = ["--config", "lw.json", "--db", "own.db"]
+    answers = []
+    for n in range(2, 8):
+        pre, post = _claude_call(n, "npm test")
+        done = run_hook("claude-code", json.dumps(pre), env, *args, cwd=work)
+        assert done.returncode == 0 and done.stderr == ""
+        answers.append(done.stdout)
+        run_hook("claude-code", json.dumps(post), env, *args, cwd=work)
+    assert (work / "own.db").is_file()
+    # The config's threshold, not the default one: the call the default blocks runs.
+    assert not any("deny" in a for a in answers)
+    assert any("WARNING" in a for a in answers), answers
+
+
+def test_keyed_signatures_keep_the_grace_of_a_silent_result(db: Path) -> None:
+    # A command that succeeds without output gets one more try than one that prints the same
+    # text each time: the silent result is recognised by its (keyed) hash.
+    def allowed_before_the_block(output: str, session: str) -> int:
+        hook = Hook("codex", db)
+        for n in range(1, 10):
+            pre = payload("codex", "PreToolUse", session_id=session, tool_use_id=f"c{n}")
+            if _denied(hook.send(pre)):
+                return n - 1
+            post = payload("codex", "PostToolUse", session_id=session, tool_use_id=f"c{n}")
+            hook.send(post | {"tool_input": pre["tool_input"], "tool_response": output})
+        raise AssertionError("never blocked")
+
+    silent = allowed_before_the_block("", "silent")
+    loud = allowed_before_the_block("FAIL\n", "loud")
+    assert silent == CONFIG.consecutive_silent_threshold
+    assert loud == CONFIG.consecutive_critical_threshold < silent

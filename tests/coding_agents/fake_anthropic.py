@@ -230,3 +230,22 @@ class RepeatCommand(RepeatScript):
             tokens = self.compact_input_tokens if seen >= self.compact_after else tokens
         call = ToolCall("Bash", {"command": self.commands[seen], "description": "run it"})
         return Reply(tool_calls=[call], input_tokens=tokens)
+
+
+@dataclass
+class ParallelCalls:
+    """Calls ``tool`` with ``input`` ``times`` times in one message (parallel calls), then, once
+    every result is in, answers ``final_text``."""
+
+    tool: str
+    input: dict[str, Any]
+    times: int
+    final_text: str = "done"
+
+    def reply(self, request: dict[str, Any]) -> Reply:
+        """All the calls at once, then the final text."""
+        if not request.get("tools"):
+            return Reply(text="ok")
+        if tool_results(request):
+            return Reply(text=self.final_text)
+        return Reply(tool_calls=[ToolCall(self.tool, dict(self.input)) for _ in range(self.times)])

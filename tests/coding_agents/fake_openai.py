@@ -206,3 +206,21 @@ class RepeatCommand(RepeatScript):
             self._reported_full = True
             tokens = self.compact_input_tokens
         return Reply(tool_calls=[shell(self.commands[seen])], input_tokens=tokens)
+
+
+@dataclass
+class ParallelCalls:
+    """Runs ``command`` ``times`` times in one response (parallel calls), then, once every
+    output is in, answers ``final_text``."""
+
+    command: str
+    times: int
+    final_text: str = "done"
+
+    def reply(self, request: dict[str, Any]) -> Reply:
+        """All the calls at once, then the final text."""
+        if is_compaction_request(request):
+            return Reply(text="summary")
+        if tool_outputs(request):
+            return Reply(text=self.final_text)
+        return Reply(tool_calls=[shell(self.command) for _ in range(self.times)])

@@ -18,9 +18,16 @@ from typing import Any
 
 import pytest
 from _clis import claude_argv, claude_env
-from fake_anthropic import FakeAnthropic, RepeatCommand, block_text, tool_results
+from fake_anthropic import (
+    FakeAnthropic,
+    ParallelCalls,
+    RepeatCommand,
+    block_text,
+    tool_results,
+)
 
 from loopwarden.cli.hook_cmd import hook_config
+from loopwarden.hooks._state import read_problem
 
 import _support
 
@@ -44,7 +51,7 @@ class Run:
     """One finished CLI run: what the model saw, what really ran, what the CLI printed."""
 
     server: FakeAnthropic
-    model: RepeatCommand
+    model: RepeatCommand | ParallelCalls
     executions: int
     returncode: int
     stdout: str
@@ -83,7 +90,8 @@ class Project:
         self.work = root / "project"
         for folder in (root / "home", self.work, root / "state"):
             folder.mkdir()
-        self.env = claude_env(root / "home") | {"XDG_STATE_HOME": str(root / "state")}
+        self.state = root / "state"
+        self.env = claude_env(root / "home") | {"XDG_STATE_HOME": str(self.state)}
 
     def lw(self, *args: str) -> str:
         """Run a ``loopwarden`` command as the user would; its stdout."""
@@ -104,11 +112,11 @@ class Project:
         """``loopwarden hooks install claude-code --project DIR`` with extra options."""
         self.lw("hooks", "install", "claude-code", "--project", str(self.work), *options)
 
-    def run(self, model: RepeatCommand, count_file: Path) -> Run:
+    def run(self, model: RepeatCommand | ParallelCalls, count_file: Path, *options: str) -> Run:
         """``claude -p`` against a fake API playing ``model``; count_file counts executions."""
         with FakeAnthropic(model) as server:
             proc = subprocess.run(
-                claude_argv(self.claude, "Run the checks until they pass."),
+                claude_argv(self.claude, "Run the checks until they pass.", *options),
                 cwd=self.work,
                 env=self.env | {"ANTHROPIC_BASE_URL": server.url},
                 capture_output=True,
@@ -264,3 +272,55 @@ def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_gu
     assert COMPACTION_STOP in shown[0], shown
     assert "CRITICAL: Called" not in run.seen_text() and "WARNING" not in run.seen_text()
     assert f"claude-code:{run.session_id()}" in project.lw("runs", "list", "--blocked")
+
+
+def test_identical_parallel_calls_run_only_as_often_as_one_after_another(
+    project: Project, tmp_path: Path
+) -> None:
+    """Eight identical reads in one model message, which Claude Code runs concurrently (every
+    PreToolUse before any result): as many run as would one after another, the rest are
+    refused with the reason, and none of those refusals stops the run (one batch, one block)."""
+    missing = tmp_path / "missing.txt"
+    project.install()
+    run = project.run(ParallelCalls("Read", {"file_path": str(missing)}, times=8), missing)
+    results = run.results()
+    assert len(results) == 8, run.explain()
+    blocked = [BLOCKED in block_text(r) for r in results]
+    assert sum(blocked) == 8 - (BLOCKED_CALL - 1), run.explain()
+    assert "every further tool call" not in run.seen_text()
+
+
+def test_hostile_events_never_break_a_call_nor_the_guard(project: Project, tmp_path: Path) -> None:
+    """A 20 MB tool output (over the hook's event cap), bytes that are not UTF-8 and a lone
+    surrogate in a command: every call runs, no problem is recorded for ``hooks status``, and
+    the loop that follows is still refused at its usual call."""
+    count = tmp_path / "count"
+    hostile = [
+        f"echo run >> {count}; head -c 20000000 /dev/zero | tr '\\0' x",
+        f"echo run >> {count}; printf 'bad \\377\\376 bytes'",
+        f"echo run >> {count}; echo '\ud800'",
+    ]
+    project.install()
+    run = project.run(RepeatCommand(commands=[*hostile, *[failing(count)] * 6]), count)
+    assert run.executions == len(hostile) + BLOCKED_CALL - 1, run.explain()
+    assert sum(BLOCKED in block_text(r) for r in run.results()) == 6 - (BLOCKED_CALL - 1)
+    assert read_problem(project.state / "loopwarden" / "runs.db") is None
+
+
+def test_an_unusable_state_file_is_shown_to_the_user_once(project: Project, tmp_path: Path) -> None:
+    """A corrupt state file: every call runs (fail open), and the hook hands Claude Code a
+    ``systemMessage`` (what Claude Code shows the user) saying why, once for the session."""
+    count = tmp_path / "count"
+    project.install()
+    (project.state / "loopwarden").mkdir(parents=True)
+    (project.state / "loopwarden" / "runs.db").write_text("not a database\n")
+    run = project.run(RepeatCommand(commands=[failing(count)] * 6), count, "--include-hook-events")
+    assert run.executions == 6, run.explain()
+    answers = [
+        json.loads(event["stdout"])
+        for event in map(json.loads, run.stdout.splitlines())
+        if event.get("subtype") == "hook_response" and event.get("stdout", "").strip()
+    ]
+    assert len(answers) == 1, run.explain()
+    assert answers[0]["systemMessage"].startswith("loopwarden cannot use its state")
+    assert "loopwarden cannot use its state" not in run.seen_text()  # for the user, not the model

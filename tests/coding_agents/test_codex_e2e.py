@@ -29,7 +29,14 @@ from typing import Any
 
 import pytest
 from _clis import codex_argv, codex_config, codex_env
-from fake_openai import FakeOpenAI, RepeatCommand, messages, output_text, tool_outputs
+from fake_openai import (
+    FakeOpenAI,
+    ParallelCalls,
+    RepeatCommand,
+    messages,
+    output_text,
+    tool_outputs,
+)
 
 from loopwarden.cli.hook_cmd import hook_config
 
@@ -58,7 +65,7 @@ class Run:
     """One finished CLI run: what the model saw, what ran, what the CLI printed."""
 
     server: FakeOpenAI
-    model: RepeatCommand
+    model: RepeatCommand | ParallelCalls
     executions: int
     returncode: int
     stdout: str
@@ -132,7 +139,7 @@ def codex_run(tmp_path: Path) -> Callable[..., Run]:
     env = codex_env(home, codex_home) | {"XDG_STATE_HOME": str(state)}
 
     def run(
-        model: RepeatCommand,
+        model: RepeatCommand | ParallelCalls,
         count_file: Path,
         hook_args: list[str] | None,
         codex_args: Sequence[str] = (),
@@ -409,3 +416,15 @@ def test_install_keeps_the_users_own_hooks_and_uninstall_removes_only_loopwarden
     again = codex_run(RepeatCommand(commands=[failing(count)] * 6), count, None)
     assert again.executions == 6, again.explain()
     assert len(audit.read_text().splitlines()) == 12
+
+
+def test_identical_parallel_calls_run_only_as_often_as_one_after_another(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Eight identical commands in one model response: as many run as would one after another
+    (the hook judges the calls of one response as a batch), the rest are refused."""
+    count = tmp_path / "count"
+    run = codex_run(ParallelCalls(failing(count), times=8), count, [])
+    assert run.executions == RAN, run.explain()
+    outputs = run.outputs()
+    assert len(outputs) == 8 and sum(BLOCKED in o for o in outputs) == 8 - RAN, run.explain()

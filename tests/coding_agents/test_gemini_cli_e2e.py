@@ -220,7 +220,9 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
     run = project.run(shell_commands(commands), count)
     assert run.executions == 25, run.explain()
     results = run.results()
-    assert [f"step {i} done" in output(r) for i, r in enumerate(results)] == [True] * 25
+    assert [f"step {i} done" in output(r) for i, r in enumerate(results)] == [True] * 25, [
+        output(r) for r in results
+    ]
     assert not run.saw("CRITICAL") and not run.saw("WARNING")
 
 
@@ -345,3 +347,18 @@ def test_next_to_the_clis_own_loop_detection(project: Project, tmp_path: Path) -
     # the hook never saw the call the CLI dropped: a block, no stop
     [record] = project.blocked_runs()
     assert (record["warnings"], record["blocks"], record["stops"]) == (1, 1, 0)
+
+
+def test_identical_parallel_calls_run_only_as_often_as_one_after_another(
+    project: Project, tmp_path: Path
+) -> None:
+    """Eight identical calls in one model response (their BeforeTool hooks run at the same
+    time, before any AfterTool): as many run as would one after another, the rest are refused,
+    and the refusals of that one response do not stop the run."""
+    count = tmp_path / "count"
+    project.install([])
+    run = project.run(RepeatCommand(failing(count), times=8, batch=8), count)
+    assert run.executions == RAN, run.explain()
+    results = run.results()
+    assert sum(output(r).startswith(DENIED) for r in results) == 8 - RAN, run.explain()
+    assert STOPPED not in run.stderr, run.explain()

@@ -13,17 +13,14 @@ unknown one) gets the whole tree, so help and errors list every command.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
-from collections.abc import Sequence
-from importlib.machinery import EXTENSION_SUFFIXES
 
 from loopwarden._version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
 # Sub-command modules under loopwarden.cli, in help order.
 _COMMANDS: tuple[str, ...] = (
@@ -43,6 +40,9 @@ def engine_compiled() -> bool:
     files, and the import system prefers the extension; an editable install, a
     ``LOOPWARDEN_PURE=1`` wheel or a failed compilation runs the .py files (see hatch_build.py).
     """
+    import importlib.util
+    from importlib.machinery import EXTENSION_SUFFIXES
+
     history = sys.modules.get("loopwarden.core.history")
     if history is not None:
         origin = history.__file__
@@ -70,6 +70,7 @@ def _build(
     commands: Sequence[str],
 ) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     import argparse  # here: a bare --version does without it
+    import importlib
 
     parser = argparse.ArgumentParser(
         prog="loopwarden",
@@ -95,6 +96,10 @@ def _commands_for(argv: Sequence[str]) -> tuple[str, ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:  # the hook's fast path (a resident server, else alone)
+        from loopwarden.hooks._client import main as hook
+
+        return hook(args_list[1:])
     if args_list == ["--version"]:  # what argparse's version action does, without argparse
         sys.stdout.write(_version() + "\n")
         raise SystemExit(0)

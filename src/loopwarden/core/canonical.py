@@ -686,6 +686,9 @@ _encoder: Callable[[object], bytes] | None = None
 _orjson_dumps: Callable[..., bytes] | None = None
 _ORJSON_SORT_KEYS: Final = 1 << 5  # orjson.OPT_SORT_KEYS (checked when orjson is chosen)
 _sha256: Final = hashlib.sha256
+# Set only by a process that persists signatures where others might read them (the coding-CLI
+# hook): digests become keyed BLAKE2b, equal exactly when the plain ones are. None: SHA-256.
+_hash_key: bytes | None = None
 
 
 def _fast_encoder() -> Callable[[object], bytes]:
@@ -744,7 +747,25 @@ def digest_stable(value: object) -> str:
     data = _stringify_fast(value)
     if data is None:
         data = _stringify_exact(value).encode("utf-8")
+    if _hash_key is not None:
+        return hashlib.blake2b(data, key=_hash_key, digest_size=32).hexdigest()
     return _sha256(data).hexdigest()
+
+
+def _set_hash_key(key: bytes | None) -> None:
+    """Key every digest of this process with ``key`` (None: plain SHA-256, the default).
+
+    For a process whose signatures are stored where a guessed call could be checked against
+    them: keyed digests compare equal exactly when plain ones do, so no decision changes, but
+    they cannot be recomputed without the key. Digests made under different keys never match.
+    """
+    global _hash_key
+    _hash_key = key
+
+
+def _hash_keyed() -> bool:
+    """Whether this process's digests are keyed (:func:`_set_hash_key`)."""
+    return _hash_key is not None
 
 
 def normalize_params(tool: str, params: object) -> object:

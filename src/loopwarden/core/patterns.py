@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loopwarden.core.canonical import UNDEFINED, digest_stable
+from loopwarden.core.canonical import UNDEFINED, _hash_keyed, digest_stable
 from loopwarden.core.config import ResolvedConfig
 from loopwarden.core.detectors import Level, Verdict
 from loopwarden.core.history import VETO_HASH
@@ -196,6 +196,12 @@ SILENT_RESULT = ""
 SILENT_RESULT_HASH = digest_stable(SILENT_RESULT)
 """Its outcome hash: the consecutive detector gives such calls ``consecutiveSilentThreshold``."""
 
+
+def silent_result_hash() -> str:
+    """``SILENT_RESULT_HASH`` as this process's digests make it (keyed in a coding-CLI hook)."""
+    return digest_stable(SILENT_RESULT) if _hash_keyed() else SILENT_RESULT_HASH
+
+
 # mini-swe-agent's observation of a command with no output, and SWE-agent's.
 _SILENT_TEXT = re.compile(
     r"\s*(?:<returncode>\s*0\s*</returncode>\s*<output>\s*</output>"
@@ -299,7 +305,7 @@ def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: Resolve
     # corpus's no-op `sed -i`, run four times before the agent recovers): one more try for it.
     critical = (
         cfg.silent_threshold
-        if c.result_hash == SILENT_RESULT_HASH
+        if c.result_hash == silent_result_hash()
         else cfg.consecutive_critical_threshold
     )
     if c.identical >= critical:

@@ -275,3 +275,11 @@ def warns_before(agent: str) -> bool:
 
 def _json(body: Mapping[str, Any]) -> Answer:
     return Answer(json.dumps(body, ensure_ascii=False))
+
+
+def notice(text: str) -> Answer:
+    """Let the call proceed and show ``text`` to the user (``systemMessage``: every CLI shows it).
+
+    Given once per CLI session, never repeated to a duplicate hook process.
+    """
+    return Answer(json.dumps({"systemMessage": text}, ensure_ascii=False), repeat=False)

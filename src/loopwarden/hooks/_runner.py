@@ -40,6 +40,8 @@ SESSION_TTL = 7 * 24 * 3600.0
 
 _MAX_ANSWERS = 64  # answers remembered per CLI session, for duplicate hook processes
 _MAX_WARNINGS = 64
+BATCH_GAP = 5.0
+"""Seconds after a batch's latest call within which a call still joins it (see ``_batch``)."""
 
 
 @dataclass
@@ -50,10 +52,16 @@ class HookSession:
     turns: int = 0
     ended: bool = False  # the current run's end was recorded
     subagent_runs: list[str] = field(default_factory=list)  # started in the current turn
-    # "<event>:<tool call id>" → the answer already given (a duplicate process gets the same).
+    # "<event>:<tool call id>:<signature>:<run>" → the answer already given (a duplicate
+    # process gets the same; a CLI that numbers its calls per turn reuses ids for other calls).
     answers: dict[str, str] = field(default_factory=dict)
     # Gemini CLI: warnings waiting for the call's AfterTool, by call signature.
     warnings: dict[str, str] = field(default_factory=dict)
+    # The batch of calls in flight together (see _batch): its number, the time of its latest
+    # call, and the calls let through whose outcome has not come yet, as [call key, batch].
+    batch: int = 0
+    batch_at: float = 0.0
+    flight: list[list[str]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, text: str | None) -> HookSession:
@@ -65,6 +73,9 @@ class HookSession:
             subagent_runs=list(data.get("subagent_runs", [])),
             answers=dict(data.get("answers", {})),
             warnings=dict(data.get("warnings", {})),
+            batch=int(data.get("batch", 0)),
+            batch_at=float(data.get("batch_at", 0.0)),
+            flight=[[str(k), str(b)] for k, b in data.get("flight", [])],
         )
 
     def to_json(self) -> str:
@@ -75,6 +86,9 @@ class HookSession:
             "subagent_runs": self.subagent_runs[-_MAX_ANSWERS:],
             "answers": _newest(self.answers, _MAX_ANSWERS),
             "warnings": _newest(self.warnings, _MAX_WARNINGS),
+            "batch": self.batch,
+            "batch_at": self.batch_at,
+            "flight": self.flight[-_MAX_ANSWERS:],
         }
         return json.dumps(body, separators=(",", ":"))
 
@@ -95,10 +109,17 @@ class _Outcome:
 class HookRunner:
     """Handles hook events of one CLI against the state file (one instance per process)."""
 
-    def __init__(self, agent: str, config: ResolvedConfig, db: PathLike | None = None) -> None:
+    def __init__(
+        self,
+        agent: str,
+        config: ResolvedConfig,
+        db: PathLike | None = None,
+        store: SQLiteStore | None = None,
+    ) -> None:
+        """``store``: an open store of ``db`` to use (the resident server keeps one per file)."""
         self.agent = agent
         self.path = Path(db) if db is not None else default_db_path()
-        self.store = SQLiteStore(self.path, session_ttl=SESSION_TTL, timeout=2.0)
+        self.store = store or state_store(self.path)
         self.guard = LoopGuard(config, store=self.store, agent_id=agent)
         self._events: list[LoopEvent] = []
         self.guard.subscribe(self._events.append)
@@ -148,6 +169,7 @@ class HookRunner:
         session.run, session.turns, session.ended = run, session.turns + 1, False
         session.warnings.clear()
         session.subagent_runs.clear()
+        session.flight.clear()
         self._start(key, run, outcome)
 
     def _start(self, key: str, run: str, outcome: _Outcome) -> None:
@@ -155,36 +177,59 @@ class HookRunner:
         outcome.started.append(run)
 
     def _call(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
-        seen = f"{event.name}:{event.tool_call_id}" if event.tool_call_id else None
+        signature = hash_tool_call(event.tool, event.params)
+        seen = (
+            f"{event.name}:{event.tool_call_id}:{signature}:{run}" if event.tool_call_id else None
+        )
         if seen is not None and seen in session.answers:
             # A duplicate hook process (loopwarden installed twice): the call is not counted
             # again, and a refusal is repeated, but a warning is not shown twice.
             return Answer(session.answers[seen])
-        answer = (
-            self._before(key, session, event, run)
-            if event.kind == "before"
-            else self._after(key, session, event, run)
-        )
+        call = event.tool_call_id or signature
+        if event.kind == "before":
+            batch = _batch(session)
+            answer, allowed = self._before(key, session, event, run, (signature, batch))
+            if allowed:  # in flight until its outcome comes
+                session.flight.append([call, batch])
+        else:
+            answer = self._after(key, session, event, run, (signature, _landed(session, call)))
         if seen is not None:
             session.answers[seen] = answer.stdout if answer.repeat else ""
         return answer
 
-    def _before(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
+    def _before(
+        self,
+        key: str,
+        session: HookSession,
+        event: HookEvent,
+        run: str | None,
+        call: tuple[str, str],
+    ) -> tuple[Answer, bool]:
+        """The answer before a call runs, and whether the call was let through."""
+        signature, batch = call
         decision = self.guard.before_tool_call(
-            key, event.tool, event.params, run_id=run, tool_call_id=event.tool_call_id
+            key, event.tool, event.params, run_id=run, tool_call_id=event.tool_call_id, batch=batch
         )
         message = decision.message or ""
         if decision.action == "block":
-            return deny(self.agent, event, message)
+            return deny(self.agent, event, message), False
         if decision.action == "stop":
-            return deny(self.agent, event, message, stop=True)
+            return deny(self.agent, event, message, stop=True), False
         if decision.action == "warn" and message:
             if warns_before(self.agent):
-                return context(event, message)
-            session.warnings[hash_tool_call(event.tool, event.params)] = message
-        return SILENT
+                return context(event, message), True
+            session.warnings[signature] = message
+        return SILENT, True
 
-    def _after(self, key: str, session: HookSession, event: HookEvent, run: str | None) -> Answer:
+    def _after(
+        self,
+        key: str,
+        session: HookSession,
+        event: HookEvent,
+        run: str | None,
+        call: tuple[str, str | None],
+    ) -> Answer:
+        signature, batch = call
         decision: Decision = self.guard.after_tool_call(
             key,
             event.tool,
@@ -194,11 +239,12 @@ class HookRunner:
             failed=event.failed,
             run_id=run,
             tool_call_id=event.tool_call_id,
+            batch=batch,
         )
         if decision.action == "stop" and decision.message:
             return end_run(self.agent, event, decision.message)
         if session.warnings:
-            warning = session.warnings.pop(hash_tool_call(event.tool, event.params), None)
+            warning = session.warnings.pop(signature, None)
             if warning:
                 return context(event, warning)
         return SILENT
@@ -219,6 +265,41 @@ class HookRunner:
             for record in outcome.ended:
                 recorder.run_ended(record)
         self._events.clear()
+
+
+def state_store(path: Path) -> SQLiteStore:
+    """The session store of a hook state file."""
+    return SQLiteStore(path, session_ttl=SESSION_TTL, timeout=2.0)
+
+
+def _batch(session: HookSession) -> str:
+    """The batch of a call about to run: the calls a CLI sends together are judged together.
+
+    The CLIs send the hook every call of one model response before any of them has finished
+    (parallel calls), and send no id for the response. A call joins the current batch while
+    calls of that batch are in flight (let through, outcome not come yet) and the batch's
+    latest call is less than :data:`BATCH_GAP` seconds old; otherwise it starts a new one, as
+    the model's next response does after reading the results. So identical calls sent together
+    count as repeats (``countPendingCalls``), their blocks as one, and a refused call retried
+    alone is a new batch: nothing of the refused one is in flight.
+    """
+    now = time.time()
+    current = f"b{session.batch}"
+    if not (now - session.batch_at < BATCH_GAP and any(b == current for _, b in session.flight)):
+        session.batch += 1
+        session.flight.clear()  # calls whose outcome never came (a new batch ends the old one)
+        current = f"b{session.batch}"
+    session.batch_at = now
+    return current
+
+
+def _landed(session: HookSession, call: str) -> str | None:
+    """The batch of the call whose outcome arrived (None if unknown); it is no longer in flight."""
+    for i, (key, batch) in enumerate(session.flight):
+        if key == call:
+            del session.flight[i]
+            return batch
+    return None
 
 
 def _some(record: RunRecord | None) -> list[RunRecord]:
