@@ -177,6 +177,9 @@ CLIENT = frozenset(
         "loopwarden.hooks",
         "loopwarden.hooks._client",
         "loopwarden.hooks._stdin",
+        # LOOPWARDEN_DISABLE and the user-level install standing aside: checked on every event.
+        "loopwarden.hooks._scope",
+        "loopwarden.hooks._paths",
     }
 )
 

@@ -1,8 +1,6 @@
 """Where each coding CLI keeps the user's hook settings (imports only ``os``: the hook
 process asks on every event of a user-level install)."""
 
-from __future__ import annotations
-
 import os
 
 

@@ -12,8 +12,6 @@ CLI's environment and working folder are the hook process's), so this module imp
 ``os`` (``json`` only for a project settings file that names loopwarden's hook).
 """
 
-from __future__ import annotations
-
 import os
 
 from loopwarden.hooks._paths import user_settings
