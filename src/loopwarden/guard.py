@@ -42,13 +42,19 @@ from loopwarden.core.history import (
 )
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
+    SAME_OUTCOME_NAMED,
+    blocked_streak,
     comparable_outcome,
     extra_verdicts,
+    forms_stretch,
     is_failure,
     next_error_streak,
+    next_outcome_streak,
     scan_limit,
+    stretch_key,
     strongest,
 )
+from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.core.volatile import VolatileNormalizer
 from loopwarden.events import Action, EventType, LoopEvent
 from loopwarden.store import (
@@ -127,10 +133,14 @@ def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
     copied out of an error, not chosen by loopwarden (``"Unknown tool: sk-..."``). Records keep
     that name only when it is the called tool's own name (case aside), which they carry anyway
     as ``tool_name``; any other name reads ``(name withheld)``. Every other message is built
-    from tool names and counts only and is returned as is. The model is not concerned: the
+    from tool names and counts only and is returned as is, but the same-outcome message: the
+    excerpt of the result it names for the model is withheld. The model is not concerned: the
     decision's message stays exactly the detector's.
     """
     message = str(verdict.message)
+    if verdict.detector == "same_outcome":
+        head, named, _excerpt = message.partition(SAME_OUTCOME_NAMED)
+        return f"{head}{named}(withheld)" if named else head
     if verdict.detector != "unknown_tool_repeat":
         return message
     suffix = f" {verdict.count}{_UNKNOWN_SUFFIX}"
@@ -490,7 +500,16 @@ class LoopGuard:
         tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
         streak = session.error_streaks.get(run)
-        extra = extra_verdicts(tail, tool, signature, poll, streak, config, pending)
+        extra = extra_verdicts(
+            tail,
+            tool,
+            signature,
+            poll,
+            streak,
+            config,
+            pending,
+            outcome_streak=session.outcome_streaks.get(run),
+        )
         return strongest([verdict, *extra])
 
     def _block(
@@ -511,6 +530,9 @@ class LoopGuard:
         message = str(verdict.message)
         if tool_call_id is not None:
             session.remember_blocked(tool_call_id)
+        stretch = session.outcome_streaks.get(run)
+        if verdict.detector == "same_outcome" and stretch is not None:
+            session.keep_run(session.outcome_streaks, run, blocked_streak(stretch))
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
         if not self._stops(session, run, verdict, config, batch):
@@ -652,8 +674,11 @@ class LoopGuard:
             signature = call_signature(session.state, tool, params)
             in_flight.done(signature)
         result, error, failed = outcome
+        switches = config.detectors
         if failed is None:
-            failed = config.detectors.repeated_error and is_failure(result, error)
+            failed = (switches.repeated_error or switches.same_outcome) and is_failure(
+                result, error
+            )
         if self._normalizer is not None:
             result, error = self._normalizer.normalize(result), self._normalize_error(error)
             if error is None:
@@ -681,6 +706,8 @@ class LoopGuard:
                 session.error_streaks.pop(run, None)
             else:
                 session.keep_run(session.error_streaks, run, streak)
+        if switches.same_outcome:
+            self._follow_stretch(session, run, (tool, params), record, (result, error, failed))
         guard = session.compaction.get(run)
         if record is None or guard is None or run in session.stopped:
             return ALLOW
@@ -700,6 +727,35 @@ class LoopGuard:
         session.keep_run(session.stopped, run, verdict.message)
         session.run(run, self.agent_id).stop_reason = verdict.message
         return Decision("stop", verdict.message, None, None, error_obj)
+
+    def _follow_stretch(
+        self,
+        session: GuardSession,
+        run: str | None,
+        call: tuple[str, Any],
+        record: ToolCallRecord | None,
+        outcome: tuple[Any, Any, bool],
+    ) -> None:
+        """The run's same-outcome stretch after this outcome (``outcome`` as it was hashed)."""
+        tool, params = call
+        result, error, failed = outcome
+        error = UNDEFINED if error is None else error
+        stretch = session.outcome_streaks.get(run)
+        key = None
+        hashed = None if record is None else record.result_hash
+        if hashed is not None and forms_stretch(tool, params, result, error, failed):
+            key = stretch_key(result, hashed)
+        stretch = next_outcome_streak(
+            stretch,
+            (tool, "" if record is None else record.args_hash),
+            key,
+            (result, error),
+            self.config.same_outcome_threshold,
+        )
+        if stretch is None:
+            session.outcome_streaks.pop(run, None)
+        else:
+            session.keep_run(session.outcome_streaks, run, stretch)
 
     def _normalize_error(self, error: Any) -> Any:
         """Volatile normalisation of an error: its text, as the outcome hash would read it."""
@@ -839,7 +895,12 @@ def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:
     switches = config.detectors
-    return switches.consecutive_repeat or switches.cycle or switches.repeated_error
+    return (
+        switches.consecutive_repeat
+        or switches.cycle
+        or switches.repeated_error
+        or switches.same_outcome
+    )
 
 
 def is_poll_call(tool: str, params: Any, config: ResolvedConfig) -> bool:
