@@ -413,7 +413,7 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
 def _outcome_streak_row(streak: OutcomeStreak) -> list[Any]:
     return [
         streak.result_hash,
-        streak.count,
+        streak.length,
         streak.first_signature,
         streak.varied,
         list(streak.tools),

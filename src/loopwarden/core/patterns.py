@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from loopwarden.core.canonical import UNDEFINED, digest_stable, stable_stringify
 from loopwarden.core.config import ResolvedConfig
@@ -324,7 +324,6 @@ _EMPTY_TEXT = re.compile(
     r"\s*(?:<returncode>\s*-?\d+\s*</returncode>\s*<output>\s*</output>"
     r"|Your command ran successfully and did not produce any output\.?)?\s*"
 )
-_EMPTY_VALUES: tuple[Any, ...] = (None, "", [], {})
 # Tools that write a file whole (an edit tool is named by ``is_edit_call``).
 _WRITE_TOOLS = frozenset({"write", "Write", "write_file", "create_file", "WriteFile"})
 # A write's acknowledgement: a line or two that says it worked ("Successfully modified file:
@@ -333,7 +332,7 @@ _WRITE_TOOLS = frozenset({"write", "Write", "write_file", "create_file", "WriteF
 _ACK_MAX_CHARS = 300
 _ACK_MAX_LINES = 3
 _EXCERPT_CHARS = 80
-_OUTPUT_TAGS = re.compile(r"</?(?:returncode|output|warning)>")
+_OUTPUT_TAGS = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
 
 
 def _text_of(result: Any) -> str | None:
@@ -357,7 +356,7 @@ def _says_nothing(result: Any) -> bool:
     """No output at all, whatever the exit status: empty, blank, or an empty shell wrapper."""
     if isinstance(result, str):
         return _EMPTY_TEXT.fullmatch(result) is not None
-    if any(result == empty and type(result) is type(empty) for empty in _EMPTY_VALUES):
+    if result is None or (isinstance(result, (list, tuple, Mapping)) and not result):
         return True
     if not isinstance(result, Mapping) or result.get("structuredContent"):
         return False
@@ -368,11 +367,22 @@ def _says_nothing(result: Any) -> bool:
     return text is not None and _EMPTY_TEXT.fullmatch(text) is not None
 
 
+_SAYS_IT_WORKED = re.compile(
+    r"(?i)\b(?:success\w*|updated|created|modified|wrote|written|saved|applied|replaced|edited"
+    r"|deleted|done|ok)\b"
+)
+
+
 def _is_acknowledgement(tool: str, params: Any, result: Any) -> bool:
     if tool not in _WRITE_TOOLS and not is_edit_call(tool, params):
         return False
     text = _text_of(result)
-    return text is not None and len(text) <= _ACK_MAX_CHARS and text.count("\n") < _ACK_MAX_LINES
+    return (
+        text is not None
+        and len(text) <= _ACK_MAX_CHARS
+        and text.count("\n") < _ACK_MAX_LINES
+        and _SAYS_IT_WORKED.search(text) is not None
+    )
 
 
 def forms_stretch(tool: str, params: Any, result: Any, error: Any, failed: bool) -> bool:
@@ -414,18 +424,17 @@ def outcome_excerpt(result: Any, error: Any) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class OutcomeStreak:
-    """The run's newest outcomes: ``count`` in a row, one (comparable) outcome.
+class OutcomeStreak(NamedTuple):
+    """The run's newest outcomes: ``length`` in a row, one (comparable) outcome.
 
     ``varied``: not all from the same call (the first call's signature is ``first_signature``).
     ``tools``: the tools of the stretch. ``excerpt``: the outcome shortened, kept once the
-    stretch is long enough to be named in a message. ``blocked_at``: the count at which the
+    stretch is long enough to be named in a message. ``blocked_at``: the length at which the
     stretch's latest block fell (the call after a block runs: the agent's chance to change).
     """
 
     result_hash: str
-    count: int
+    length: int
     first_signature: str
     varied: bool = False
     tools: tuple[str, ...] = ()
@@ -454,23 +463,24 @@ def next_outcome_streak(
     if key is None:
         return None
     if streak is None or streak.result_hash != key:
-        streak = OutcomeStreak(key, 0, signature, False, (tool,))
+        first = outcome_excerpt(*outcome) if threshold <= 2 else ""
+        return OutcomeStreak(key, 1, signature, False, (tool,), first)
     tools = streak.tools
     if tool not in tools and len(tools) < _MAX_STREAK_TOOLS:
         tools = (*tools, tool)
-    count = streak.count + 1
+    length = streak.length + 1
     excerpt = streak.excerpt
-    if not excerpt and count >= threshold - 1:
+    if not excerpt and length >= threshold - 1:
         excerpt = outcome_excerpt(*outcome)
     varied = streak.varied or signature != streak.first_signature
     return OutcomeStreak(
-        key, count, streak.first_signature, varied, tools, excerpt, streak.blocked_at
+        key, length, streak.first_signature, varied, tools, excerpt, streak.blocked_at
     )
 
 
 def blocked_streak(streak: OutcomeStreak) -> OutcomeStreak:
     """The stretch after its block: the next call runs unless the outcome comes back again."""
-    return replace(streak, blocked_at=streak.count)
+    return streak._replace(blocked_at=streak.length)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -605,7 +615,7 @@ def _same_outcome_verdict(
         return Verdict()  # one call repeated exactly is the consecutive detector's
     if tool not in streak.tools and len(streak.tools) < _MAX_STREAK_TOOLS:
         return Verdict()  # a tool the stretch has not used: a new approach, let it run
-    n, threshold = streak.count, cfg.same_outcome_threshold
+    n, threshold = streak.length, cfg.same_outcome_threshold
     named = f'{SAME_OUTCOME_NAMED}"{streak.excerpt}"' if streak.excerpt else ""
     key = f"same-outcome:{streak.first_signature}:{streak.result_hash}"
     if n >= threshold and n > streak.blocked_at:
