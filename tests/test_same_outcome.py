@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import loopwarden as lw
-from _support import shared_path
 from loopwarden.core.patterns import (
     SILENT_RESULT,
     comparable_outcome,
@@ -25,6 +24,8 @@ from loopwarden.core.patterns import (
     outcome_excerpt,
 )
 from loopwarden.store import GuardSession, restore_session, snapshot_session
+
+from _support import shared_path
 
 RECOMMENDED: dict[str, Any] = {"profile": "recommended"}
 Call = tuple[str, Any, Any]
