@@ -588,7 +588,7 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
         + f" — {len(cases)} trajectories, {calls} tool calls.",
         "",
         "| profile | loops caught (5+ identical calls, identical or volatile-only results) "
-        "| median position of the blocked call | other loops caught (cycle, rephrased error) "
+        "| median position of the blocked call | other loops caught (a cycle) "
         "| false blocks, healthy successful runs | false blocks, all healthy runs "
         "| warned, healthy successful runs | warned, all healthy runs |",
         "|---|---|---|---|---|---|---|---|",
