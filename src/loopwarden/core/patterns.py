@@ -363,8 +363,13 @@ def _says_nothing(result: Any) -> bool:
     details = result.get("details")
     if isinstance(details, Mapping) and details.get("aggregated"):
         return False
-    text = _text_of(result)
-    return text is not None and _EMPTY_TEXT.fullmatch(text) is not None
+    content = result.get("content")
+    return isinstance(content, list) and all(
+        not isinstance(item, Mapping)
+        or not isinstance(item.get("text"), str)
+        or _EMPTY_TEXT.fullmatch(item["text"]) is not None
+        for item in content
+    )
 
 
 _SAYS_IT_WORKED = re.compile(
