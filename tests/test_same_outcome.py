@@ -434,3 +434,30 @@ def test_identical_date_calls_are_identical_results_once_the_clock_is_masked() -
         for k in range(62)
     ]
     assert first_block(replay(lw.LoopGuard(RECOMMENDED), calls)) == 4
+
+
+def test_identical_calls_with_ever_new_results_are_blocked_at_the_51st() -> None:
+    # Results that really differ every time (a counter that moves): 50 run, the 51st is
+    # blocked, although the profile's history holds only the newest 30 calls.
+    calls = [
+        ("exec", {"command": "cat /proc/loadavg"}, f"0.{k:02d} 0.20 0.18 1/{k + 90}")
+        for k in range(62)
+    ]
+    guard = lw.LoopGuard(RECOMMENDED)
+    assert guard.config.history_size < 50 <= guard.config.consecutive_any_result_threshold
+    decisions = replay(guard, calls)
+    assert first_block(decisions) == 51
+    assert decisions[50].verdict is not None
+    assert decisions[50].verdict.detector == "consecutive_repeat"
+    # One other call in between starts the count again.
+    calls[30] = ("exec", {"command": "uptime"}, "up 3 days")
+    assert first_block(replay(lw.LoopGuard(RECOMMENDED), calls)) is None
+
+
+def test_the_call_count_survives_a_store_round_trip() -> None:
+    guard = lw.LoopGuard(RECOMMENDED)
+    replay(guard, [("exec", {"command": "date +%N"}, str(k)) for k in range(40)])
+    session = guard.store.peek("s")
+    assert isinstance(session, GuardSession) and session.call_streaks["r"].length == 40
+    restored = restore_session(json.loads(json.dumps(snapshot_session(session))))
+    assert restored.call_streaks == session.call_streaks

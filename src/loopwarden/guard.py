@@ -48,6 +48,7 @@ from loopwarden.core.patterns import (
     extra_verdicts,
     forms_stretch,
     is_failure,
+    next_call_streak,
     next_error_streak,
     next_outcome_streak,
     scan_limit,
@@ -443,6 +444,8 @@ class LoopGuard:
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
         record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
+        if config.detectors.consecutive_repeat and config.records_calls:
+            self._count_call(session, run, signature)
         if in_flight is not None:
             in_flight.add(signature)
             session.keep_run(session.in_flight, run, in_flight)
@@ -509,6 +512,7 @@ class LoopGuard:
             config,
             pending,
             outcome_streak=session.outcome_streaks.get(run),
+            call_streak=session.call_streaks.get(run),
         )
         return strongest([verdict, *extra])
 
@@ -535,6 +539,8 @@ class LoopGuard:
             session.keep_run(session.outcome_streaks, run, blocked_streak(stretch))
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
+            if config.detectors.consecutive_repeat:
+                self._count_call(session, run, signature)
         if not self._stops(session, run, verdict, config, batch):
             events.append(
                 self._event(session, run, "block", verdict=verdict, tool=tool, args_hash=signature)
@@ -727,6 +733,11 @@ class LoopGuard:
         session.keep_run(session.stopped, run, verdict.message)
         session.run(run, self.agent_id).stop_reason = verdict.message
         return Decision("stop", verdict.message, None, None, error_obj)
+
+    @staticmethod
+    def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
+        streak = next_call_streak(session.call_streaks.get(run), signature)
+        session.keep_run(session.call_streaks, run, streak)
 
     def _follow_stretch(
         self,

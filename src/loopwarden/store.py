@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from loopwarden.core.compaction import PostCompactionGuard
 from loopwarden.core.history import SessionState, has_run_records
-from loopwarden.core.patterns import ErrorStreak, OutcomeStreak
+from loopwarden.core.patterns import CallStreak, ErrorStreak, OutcomeStreak
 from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.events import LoopEvent
 
@@ -121,6 +121,8 @@ class GuardSession:
     error_streaks: dict[RunKey, ErrorStreak] = field(default_factory=dict)
     # The run's newest stretch of one outcome (the same-outcome detector).
     outcome_streaks: dict[RunKey, OutcomeStreak] = field(default_factory=dict)
+    # The run's newest calls with one signature, however many (the consecutive detector).
+    call_streaks: dict[RunKey, CallStreak] = field(default_factory=dict)
     # Batches (calls the model issued in one turn): the calls in flight of the run's current
     # batch, and the batch of the run's latest block (blocks of one batch count as one).
     in_flight: dict[RunKey, InFlight] = field(default_factory=dict)
@@ -163,6 +165,9 @@ class GuardSession:
         historySize of them), whose state detection may still read. Re-keeping a run (a stopped
         run calling again) makes it the newest: a run stays stopped while it keeps calling.
         """
+        if per_run and next(reversed(per_run)) == run_id:
+            per_run[run_id] = value  # already the newest: nothing moves, nothing to trim
+            return
         per_run.pop(run_id, None)  # re-inserted last: dicts keep insertion order
         per_run[run_id] = value
         self._trim(per_run, run_id)
@@ -193,6 +198,7 @@ class GuardSession:
             self.block_counts,
             self.error_streaks,
             self.outcome_streaks,
+            self.call_streaks,
             self.in_flight,
             self.block_batches,
         )
@@ -403,6 +409,7 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
         "outcome_streaks": [
             [run or "", *_outcome_streak_row(s)] for run, s in session.outcome_streaks.items()
         ],
+        "call_streaks": [[run or "", *s] for run, s in session.call_streaks.items()],
         "in_flight": [
             [run or "", f.batch, list(f.calls.items())] for run, f in session.in_flight.items()
         ],
@@ -456,6 +463,10 @@ def restore_session(data: dict[str, Any]) -> GuardSession:
     }
     session.outcome_streaks = {
         run or None: _outcome_streak_of(row) for run, *row in data.get("outcome_streaks", [])
+    }
+    session.call_streaks = {
+        run or None: CallStreak(str(signature), int(length))
+        for run, signature, length in data.get("call_streaks", [])
     }
     # Absent from snapshots written before batches existed: nothing in flight, no batch blocked.
     session.in_flight = {

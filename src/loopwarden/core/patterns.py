@@ -80,6 +80,22 @@ def consecutive_repeat(
     return Consecutive(calls, identical, latest)
 
 
+class CallStreak(NamedTuple):
+    """The run's newest calls: ``length`` in a row with one signature, counted as they are
+    recorded, so a streak longer than ``historySize`` keeps its count
+    (``consecutiveAnyResultThreshold`` is above the history the profile keeps)."""
+
+    signature: str
+    length: int
+
+
+def next_call_streak(streak: CallStreak | None, signature: str) -> CallStreak:
+    """The streak after one more call record of the run (a call, or a blocked call's veto)."""
+    if streak is None or streak.signature != signature:
+        return CallStreak(signature, 1)
+    return CallStreak(signature, streak.length + 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Cycles: A-B-C-A-B-C..., generalising ping-pong (period 2).
 
@@ -352,14 +368,28 @@ def _text_of(result: Any) -> str | None:
     return "\n".join(texts)
 
 
+# The longest text an empty output can be without padding (the empty shell wrapper).
+_EMPTY_MAX_CORE = 96
+
+
+def _empty_text(text: str) -> bool:
+    # Padding is whitespace: a long text that neither starts nor ends with it is no wrapper.
+    if len(text) > _EMPTY_MAX_CORE and not (text[0].isspace() or text[-1].isspace()):
+        return False
+    return _EMPTY_TEXT.fullmatch(text) is not None
+
+
 def _says_nothing(result: Any) -> bool:
     """No output at all, whatever the exit status: empty, blank, or an empty shell wrapper."""
-    if isinstance(result, str):
-        return _EMPTY_TEXT.fullmatch(result) is not None
-    if result is None or (isinstance(result, (list, tuple, Mapping)) and not result):
+    kind = type(result)
+    if kind is str:
+        return _empty_text(result)
+    if result is None or (kind in (list, tuple, dict) and not result):
         return True
-    if not isinstance(result, Mapping) or result.get("structuredContent"):
-        return False
+    if kind is not dict and not isinstance(result, Mapping):
+        return isinstance(result, str) and _empty_text(result)
+    if not result or result.get("structuredContent"):
+        return not result
     details = result.get("details")
     if isinstance(details, Mapping) and details.get("aggregated"):
         return False
@@ -367,7 +397,7 @@ def _says_nothing(result: Any) -> bool:
     return isinstance(content, list) and all(
         not isinstance(item, Mapping)
         or not isinstance(item.get("text"), str)
-        or _EMPTY_TEXT.fullmatch(item["text"]) is not None
+        or _empty_text(item["text"])
         for item in content
     )
 
@@ -411,7 +441,9 @@ _HASHED_KEYS = frozenset({"content", "details", "isError"})
 def stretch_key(result: Any, result_hash: str) -> str:
     """What a stretch compares: the outcome hash, or the whole result's digest when the hash
     leaves parts of it out (two different objects must not look alike)."""
-    if isinstance(result, Mapping) and not _HASHED_KEYS.issuperset(result.keys()):
+    if (type(result) is dict or isinstance(result, Mapping)) and not _HASHED_KEYS.issuperset(
+        result.keys()
+    ):
         return digest_stable(result)
     return result_hash
 
@@ -661,11 +693,13 @@ def extra_verdicts(
     pending: int = 0,
     *,
     outcome_streak: OutcomeStreak | None = None,
+    call_streak: CallStreak | None = None,
 ) -> list[Verdict]:
     """Every verdict of the enabled extra detectors for the next call (stuck ones only).
 
     ``pending``: identical calls of the current batch in flight (see ``consecutive_repeat``).
     ``outcome_streak``: the run's same-outcome stretch (``next_outcome_streak``).
+    ``call_streak``: the run's newest calls with one signature (``next_call_streak``).
     """
     verdicts: list[Verdict] = []
     switches = cfg.detectors
@@ -674,9 +708,12 @@ def extra_verdicts(
     if switches.same_outcome and not poll:
         verdicts.append(_same_outcome_verdict(tool, signature, outcome_streak, cfg))
     if switches.consecutive_repeat and not poll:
-        verdicts.append(
-            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature, pending), cfg)
-        )
+        repeat = consecutive_repeat(tail, signature, pending)
+        if call_streak is not None and call_streak.signature == signature:
+            # The history may hold fewer calls than the streak: its own count is the longer.
+            calls = max(repeat.calls, call_streak.length)
+            repeat = Consecutive(calls, repeat.identical, repeat.result_hash)
+        verdicts.append(_consecutive_verdict(tool, signature, repeat, cfg))
     if switches.cycle:
         # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.
         found = cycle(tail, signature, 2, cfg.max_cycle_period)
