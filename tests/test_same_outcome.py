@@ -320,11 +320,18 @@ def test_plain_objects_are_compared_whole() -> None:
 
 def test_the_stretch_is_constant_work_per_outcome() -> None:
     streak = None
+    outcome = ({}, "out", lw.UNDEFINED, False)
     for k in range(1_000):
-        streak = next_outcome_streak(streak, ("bash", f"bash:{k % 7}"), "h", ("out", None), 4)
-    assert streak is not None and streak.length == 1_000 and streak.varied
+        streak = next_outcome_streak(streak, ("bash", f"bash:{k % 7}"), "h", outcome, 4)
+    assert streak is not None and streak.length == 1_000 and streak.varied and not streak.mute
     assert streak.tools == ("bash",) and streak.excerpt == "out"
-    assert next_outcome_streak(streak, ("bash", "x"), None, ("", None), 4) is None
+    assert next_outcome_streak(streak, ("bash", "x"), None, outcome, 4) is None
+    # An outcome that says nothing makes a mute stretch, found out at its 2nd outcome.
+    silent = ({}, SILENT_RESULT, lw.UNDEFINED, False)
+    streak = None
+    for k in range(6):
+        streak = next_outcome_streak(streak, ("bash", f"bash:{k}"), "s", silent, 4)
+    assert streak is not None and streak.mute and streak.length == 6
 
 
 def test_the_excerpt_is_one_short_line() -> None:

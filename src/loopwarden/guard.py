@@ -46,7 +46,6 @@ from loopwarden.core.patterns import (
     blocked_streak,
     comparable_outcome,
     extra_verdicts,
-    forms_stretch,
     is_failure,
     next_call_streak,
     next_error_streak,
@@ -736,8 +735,12 @@ class LoopGuard:
 
     @staticmethod
     def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
-        streak = next_call_streak(session.call_streaks.get(run), signature)
-        session.keep_run(session.call_streaks, run, streak)
+        streaks = session.call_streaks
+        streak = streaks.get(run)
+        if streak is None:
+            session.keep_run(streaks, run, next_call_streak(None, signature))
+        else:  # updated in place: trimming drops idle runs, not a run calling
+            streaks[run] = next_call_streak(streak, signature)
 
     def _follow_stretch(
         self,
@@ -748,25 +751,26 @@ class LoopGuard:
         outcome: tuple[Any, Any, bool],
     ) -> None:
         """The run's same-outcome stretch after this outcome (``outcome`` as it was hashed)."""
+        stretches = session.outcome_streaks
+        hashed = None if record is None else record.result_hash
+        if record is None or hashed is None:
+            stretches.pop(run, None)
+            return
         tool, params = call
         result, error, failed = outcome
-        error = UNDEFINED if error is None else error
-        stretch = session.outcome_streaks.get(run)
-        key = None
-        hashed = None if record is None else record.result_hash
-        if hashed is not None and forms_stretch(tool, params, result, error, failed):
-            key = stretch_key(result, hashed)
         stretch = next_outcome_streak(
-            stretch,
-            (tool, "" if record is None else record.args_hash),
-            key,
-            (result, error),
+            stretches.get(run),
+            (tool, record.args_hash),
+            stretch_key(result, hashed),
+            (params, result, UNDEFINED if error is None else error, failed),
             self.config.same_outcome_threshold,
         )
         if stretch is None:
-            session.outcome_streaks.pop(run, None)
+            return
+        if run in stretches:  # updated in place: trimming drops idle runs, not a run calling
+            stretches[run] = stretch
         else:
-            session.keep_run(session.outcome_streaks, run, stretch)
+            session.keep_run(stretches, run, stretch)
 
     def _normalize_error(self, error: Any) -> Any:
         """Volatile normalisation of an error: its text, as the outcome hash would read it."""

@@ -426,11 +426,12 @@ def _outcome_streak_row(streak: OutcomeStreak) -> list[Any]:
         list(streak.tools),
         streak.excerpt,
         streak.blocked_at,
+        streak.mute,
     ]
 
 
 def _outcome_streak_of(row: list[Any]) -> OutcomeStreak:
-    result_hash, count, first, varied, tools, excerpt, blocked_at = row
+    result_hash, count, first, varied, tools, excerpt, blocked_at, mute = row
     return OutcomeStreak(
         str(result_hash),
         int(count),
@@ -439,6 +440,7 @@ def _outcome_streak_of(row: list[Any]) -> OutcomeStreak:
         tuple(str(t) for t in tools),
         str(excerpt),
         int(blocked_at),
+        bool(mute),
     )
 
 

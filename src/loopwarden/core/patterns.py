@@ -285,26 +285,57 @@ def mask_numbers(value: Any, depth: int = 0) -> Any:
 # ``char N`` (``Expecting ',' delimiter: line 1 column 45 (char 44)``). Pasting a different
 # text into the same broken command moves them, and nothing else. Only these are masked in a
 # failure: any other number (``expected 300.0, got 75.0``) still tells two failures apart.
-# Each is a literal the engine finds in C, looked for only when the text holds it.
+# Each is a literal the engine finds in C, looked for only when the text holds it, and only in
+# the first and last ``_COUNTER_SPAN`` characters, where a failure says what failed (a shell
+# reports a syntax error before running anything; a traceback ends with its message): a long
+# log is not scanned end to end on every failure.
 _COUNTERS = (
     ("sh: ", re.compile(r"sh: (-c: |)\d+:"), r"sh: \1<line>:"),
     ("column ", re.compile(r"\bcolumn \d+\b"), "column <n>"),
     ("char ", re.compile(r"\(char \d+\)"), "(char <n>)"),
 )
+_COUNTER_SPAN = 1000
 
 
-def _mask_text(text: str) -> str:
+def _mask_span(text: str) -> str:
     for literal, pattern, placeholder in _COUNTERS:
         if literal in text:
             text = pattern.sub(placeholder, text)
     return text
 
 
+def _mask_text(text: str) -> str:
+    if len(text) <= 2 * _COUNTER_SPAN:
+        return _mask_span(text)
+    head, tail = text[:_COUNTER_SPAN], text[-_COUNTER_SPAN:]
+    masked_head, masked_tail = _mask_span(head), _mask_span(tail)
+    if masked_head is head and masked_tail is tail:
+        return text
+    return masked_head + text[_COUNTER_SPAN:-_COUNTER_SPAN] + masked_tail
+
+
+def _has_counter(value: Any, depth: int = 0) -> bool:
+    """Whether a string of ``value`` would be masked (most failures have nothing to mask:
+    they are returned as they are, uncopied)."""
+    if isinstance(value, str):
+        return _mask_text(value) is not value
+    if depth >= _MAX_DEPTH:
+        return False
+    if isinstance(value, Mapping):
+        value = value.values()
+    elif not isinstance(value, list):
+        return False
+    return any(_has_counter(item, depth + 1) for item in value)
+
+
 def mask_counters(value: Any, depth: int = 0) -> Any:
     """A copy of ``value`` with the position counters of its strings masked (``column 5`` →
-    ``column <n>``, ``(char 4)`` → ``(char <n>)``, ``/bin/sh: 3:`` → ``/bin/sh: <line>:``)."""
+    ``column <n>``, ``(char 4)`` → ``(char <n>)``, ``/bin/sh: 3:`` → ``/bin/sh: <line>:``);
+    ``value`` itself when it has none."""
     if isinstance(value, str):
         return _mask_text(value)
+    if depth == 0 and not _has_counter(value):
+        return value
     if depth >= _MAX_DEPTH:
         return value
     if isinstance(value, Mapping):
@@ -468,6 +499,7 @@ class OutcomeStreak(NamedTuple):
     ``tools``: the tools of the stretch. ``excerpt``: the outcome shortened, kept once the
     stretch is long enough to be named in a message. ``blocked_at``: the length at which the
     stretch's latest block fell (the call after a block runs: the agent's chance to change).
+    ``mute``: the outcome says nothing (``forms_stretch``): such a stretch never warns.
     """
 
     result_hash: str
@@ -477,6 +509,7 @@ class OutcomeStreak(NamedTuple):
     tools: tuple[str, ...] = ()
     excerpt: str = ""
     blocked_at: int = 0
+    mute: bool = False
 
 
 _MAX_STREAK_TOOLS = 8
@@ -486,29 +519,38 @@ def next_outcome_streak(
     streak: OutcomeStreak | None,
     call: tuple[str, str],
     key: str | None,
-    outcome: tuple[Any, Any],
+    outcome: tuple[Any, Any, Any, bool],
     threshold: int,
 ) -> OutcomeStreak | None:
     """The stretch after one more recorded outcome of the run.
 
     ``call``: (tool, signature). ``key``: what the stretch compares (``stretch_key``), or None
-    when the outcome cannot form a stretch (``forms_stretch``), which ends it. ``outcome``: the
-    (result, error) as hashed; the excerpt is taken from it when the stretch reaches
-    ``threshold - 1`` (its first message), once.
+    when the outcome has no hash, which ends the stretch. ``outcome``: (params, result, error,
+    failed), the result and error as hashed. Most outcomes differ from the one before, so the
+    rest is asked only of a stretch that grows: whether it says something, once, at its 2nd
+    outcome (at its 1st when ``threshold`` is 2 or less), and its excerpt, once, at
+    ``threshold - 1`` (its first message).
     """
     tool, signature = call
     if key is None:
         return None
     if streak is None or streak.result_hash != key:
-        first = outcome_excerpt(*outcome) if threshold <= 2 else ""
-        return OutcomeStreak(key, 1, signature, False, (tool,), first)
+        if threshold > 2:
+            return OutcomeStreak(key, 1, signature, False, (tool,))
+        streak = OutcomeStreak(key, 0, signature, False, (tool,))
+    length = streak.length + 1
+    if length == (1 if threshold <= 2 else 2):
+        params, result, error, failed = outcome
+        if not forms_stretch(tool, params, result, error, failed):
+            return OutcomeStreak(key, length, streak.first_signature, mute=True)
+    if streak.mute:
+        return streak._replace(length=length)
     tools = streak.tools
     if tool not in tools and len(tools) < _MAX_STREAK_TOOLS:
         tools = (*tools, tool)
-    length = streak.length + 1
     excerpt = streak.excerpt
-    if not excerpt and length >= threshold - 1:
-        excerpt = outcome_excerpt(*outcome)
+    if length == max(1, threshold - 1):
+        excerpt = outcome_excerpt(*outcome[1:3])
     varied = streak.varied or signature != streak.first_signature
     return OutcomeStreak(
         key, length, streak.first_signature, varied, tools, excerpt, streak.blocked_at
@@ -648,7 +690,9 @@ SAME_OUTCOME_NAMED = " The result that keeps coming back: "
 def _same_outcome_verdict(
     tool: str, signature: str, streak: OutcomeStreak | None, cfg: ResolvedConfig
 ) -> Verdict:
-    if streak is None or not (streak.varied or signature != streak.first_signature):
+    if streak is None or streak.mute:
+        return Verdict()  # no stretch, or an outcome that says nothing
+    if not (streak.varied or signature != streak.first_signature):
         return Verdict()  # one call repeated exactly is the consecutive detector's
     if tool not in streak.tools and len(streak.tools) < _MAX_STREAK_TOOLS:
         return Verdict()  # a tool the stretch has not used: a new approach, let it run
