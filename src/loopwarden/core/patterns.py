@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from loopwarden.core.canonical import UNDEFINED, digest_stable, stable_stringify
 from loopwarden.core.config import ResolvedConfig
-from loopwarden.core.detectors import Level, Verdict
+from loopwarden.core.detectors import NOT_STUCK, Level, Verdict
 from loopwarden.core.history import VETO_HASH
 from loopwarden.core.tool_call import ToolCallRecord
 
@@ -472,9 +472,10 @@ _HASHED_KEYS = frozenset({"content", "details", "isError"})
 def stretch_key(result: Any, result_hash: str) -> str:
     """What a stretch compares: the outcome hash, or the whole result's digest when the hash
     leaves parts of it out (two different objects must not look alike)."""
-    if (type(result) is dict or isinstance(result, Mapping)) and not _HASHED_KEYS.issuperset(
-        result.keys()
-    ):
+    kind = type(result)
+    if kind is str or kind is list:  # most results: read whole by the hash already
+        return result_hash
+    if (kind is dict or isinstance(result, Mapping)) and not _HASHED_KEYS.issuperset(result.keys()):
         return digest_stable(result)
     return result_hash
 
@@ -690,13 +691,14 @@ SAME_OUTCOME_NAMED = " The result that keeps coming back: "
 def _same_outcome_verdict(
     tool: str, signature: str, streak: OutcomeStreak | None, cfg: ResolvedConfig
 ) -> Verdict:
-    if streak is None or streak.mute:
-        return Verdict()  # no stretch, or an outcome that says nothing
+    threshold = cfg.same_outcome_threshold
+    if streak is None or streak.length < threshold - 1 or streak.mute:
+        return NOT_STUCK  # no stretch yet, or an outcome that says nothing
     if not (streak.varied or signature != streak.first_signature):
-        return Verdict()  # one call repeated exactly is the consecutive detector's
+        return NOT_STUCK  # one call repeated exactly is the consecutive detector's
     if tool not in streak.tools and len(streak.tools) < _MAX_STREAK_TOOLS:
-        return Verdict()  # a tool the stretch has not used: a new approach, let it run
-    n, threshold = streak.length, cfg.same_outcome_threshold
+        return NOT_STUCK  # a tool the stretch has not used: a new approach, let it run
+    n = streak.length
     named = f'{SAME_OUTCOME_NAMED}"{streak.excerpt}"' if streak.excerpt else ""
     key = f"same-outcome:{streak.first_signature}:{streak.result_hash}"
     if n >= threshold and n > streak.blocked_at:
