@@ -15,11 +15,24 @@ What it replays (each trajectory through a real LoopGuard, exactly as `loopwarde
   rephrased doomed call, an A-B-C cycle (loops); slow but moving polls, paging, re-running tests
   between edits (healthy).
 
+- varied calls with one outcome, rebuilt from real runs: prose with a quote in it (real
+  comment lines of real files) pasted into a real command, each getting bash's real
+  `unexpected EOF while looking for matching` error with its own line counter; SWE-agent `edit`
+  given the file before the range, reworded with real lines, each getting its usage text;
+  `goto` around a real short file, each showing the same window (5 to 28 calls each).
+
 A run "loops" when it holds 5 or more consecutive identical calls whose results are identical
 after volatile normalisation (for edit calls, once every number is masked too). It is "caught"
 when the first block (or stop) falls inside that loop. The position of the block is the
 blocked call's place in the loop: the loop's first call is 1, so blocking the 4th identical
 call is position 4 (three of the loop's calls ran, the fourth did not).
+
+A run is "stuck on one outcome" when it holds 5 or more consecutive calls, not all the same
+call, whose outcomes are equal and say something: compared after volatile normalisation, a
+failure's position counters masked (bash's `line N`, dash's `sh: N:`, `column N`, `char N`),
+an edit's numbers masked; an output that is empty (a silent success, a search with no match,
+`[]`) never is. It is caught when the first block falls inside that stretch, at the position
+counted the same way; "blocked before" counts runs whose first block came before the stretch.
 """
 
 from __future__ import annotations
@@ -39,7 +52,7 @@ from typing import Any
 from loopwarden import LoopGuard, hash_tool_call, resolve_config
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
 from loopwarden.core.canonical import digest_stable
-from loopwarden.core.patterns import is_edit_call, mask_numbers
+from loopwarden.core.patterns import is_edit_call, mask_counters, mask_numbers
 from loopwarden.core.volatile import VolatileNormalizer
 from loopwarden.transcripts import read_transcripts
 from loopwarden.transcripts.model import ToolCall, Trajectory
@@ -73,6 +86,8 @@ class ProfileResult:
     caught: int = 0
     positions: list[int] = field(default_factory=list)
     by_shape: dict[str, list[int | None]] = field(default_factory=dict)  # position or None
+    same_outcome: dict[str, list[int | None]] = field(default_factory=dict)  # position or None
+    same_outcome_early: int = 0  # stuck on one outcome, first block before the stretch
     other_loops: int = 0
     other_caught: int = 0
     healthy_success: int = 0
@@ -115,6 +130,40 @@ def loop_span(trajectory: Trajectory, minimum: int = 5) -> tuple[int, int] | Non
         ):
             j += 1
         if j - i >= minimum:
+            return i, j
+        i = j
+    return None
+
+
+_WRAPPER = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
+
+
+def _stretch_outcome(call: ToolCall) -> str | None:
+    """A call's outcome as a same-outcome stretch compares it, or None when it says nothing."""
+    value = call.result if call.has_outcome else call.error
+    if value in (None, "", [], {}) or (
+        isinstance(value, str) and not _WRAPPER.sub("", value).strip()
+    ):
+        return None
+    value = _NORMALIZER.normalize(value)
+    if is_edit_call(call.tool, call.params):
+        value = mask_numbers(value)
+    elif call.error is not None or (isinstance(value, str) and value.startswith("<returncode>")):
+        value = mask_counters(value)
+    return digest_stable(value)
+
+
+def same_outcome_span(trajectory: Trajectory, minimum: int = 5) -> tuple[int, int] | None:
+    """The first run of >= `minimum` consecutive calls, not all the same call, whose outcomes
+    are equal and say something, as (start, end exclusive), or None."""
+    calls = trajectory.calls
+    outcomes = [_stretch_outcome(c) for c in calls]
+    i = 0
+    while i < len(calls):
+        j = i + 1
+        while j < len(calls) and outcomes[i] is not None and outcomes[j] == outcomes[i]:
+            j += 1
+        if j - i >= minimum and len({_key(c) for c in calls[i:j]}) > 1:
             return i, j
         i = j
     return None
@@ -262,6 +311,63 @@ def same_edit_cases(corpus: Sequence[Case], rng: random.Random, count: int = 16)
     return cases
 
 
+# bash's own words for a quote left open (mini-swe-agent django__django-15037, call 13).
+_EOF_ERROR = (
+    "<returncode>2</returncode>\n<output>\n"
+    "bash: -c: line {0}: unexpected EOF while looking for matching `'\"\n"
+    "bash: -c: line {1}: syntax error: unexpected end of file\n</output>"
+)
+_USAGE = "Usage: edit <start_line>:<end_line>\n"
+
+
+def same_outcome_cases(corpus: Sequence[Case], rng: random.Random, count: int = 8) -> list[Case]:
+    """Real runs with a stretch of varied calls getting one outcome spliced in (5-28 calls)."""
+    views = _real_file_views(corpus)
+    prose = [
+        line.strip().lstrip("#").strip()
+        for _, lines in views
+        for line in lines
+        if "'" in line and line.strip().startswith("#") and line.count("'") % 2 == 1
+    ]
+    runs = [
+        c for c in corpus if c.trajectory.id.startswith("mini-") and len(c.trajectory.calls) > 6
+    ]
+    cases = []
+    for n in range(count):
+        base = rng.choice(runs).trajectory.calls
+        at = rng.randrange(1, len(base) - 1)
+        command = str(base[at].params.get("command", "ls")).splitlines()[0]
+        stretch = []
+        for sentence in rng.sample(prose, rng.randint(5, min(28, len(prose)))):
+            lines = [command, *["# next"] * rng.randint(0, 6), f"echo {sentence}"]
+            error = _EOF_ERROR.format(len(lines), len(lines) + 1)
+            stretch.append(_call("bash", {"command": "\n".join(lines)}, error, "returncode=2"))
+        items = [*base[:at], *stretch, *base[at:]]
+        trajectory = Trajectory(f"same-outcome/prose-{n}", "synthetic", "jsonl", items)
+        cases.append(Case(trajectory, "same-outcome", None, shape="pasted prose, bash EOF"))
+    for n, (path, lines) in enumerate(rng.sample(views, min(count, len(views)))):
+        at = rng.randrange(5, len(lines) - 5)
+        edits = [
+            _call("edit", {"command": f"edit {path} {at}:{at}\n{text}\nend_of_edit"}, _USAGE)
+            for text in rng.sample(lines, rng.randint(5, min(28, len(lines))))
+        ]
+        opened = _swe_agent_window(path, lines, at).replace(_EDIT_FOOTER, "").rstrip()
+        items = [_call("open", {"command": f"open {path} {at}"}, opened), *edits]
+        trajectory = Trajectory(f"same-outcome/usage-{n}", "synthetic", "jsonl", items)
+        cases.append(Case(trajectory, "same-outcome", None, shape="editor usage text"))
+    for n, (path, lines) in enumerate(rng.sample(views, min(count, len(views)))):
+        short = lines[: rng.randint(20, 60)]  # a short real file: every view shows all of it
+        window = _swe_agent_window(path, short, 1).replace(_EDIT_FOOTER, "").rstrip()
+        targets = [rng.randint(1, len(short)) for _ in range(rng.randint(5, 28))]
+        moves = [_call("goto", {"command": f"goto {k}"}, window) for k in targets]
+        moves[0] = _call("open", {"command": f"open {path}"}, window)
+        if len({_key(c) for c in moves}) == 1:
+            continue
+        trajectory = Trajectory(f"same-outcome/window-{n}", "synthetic", "jsonl", moves)
+        cases.append(Case(trajectory, "same-outcome", None, shape="unchanged file window"))
+    return cases
+
+
 def synthetic_cases(rng: random.Random) -> list[Case]:
     """Hand-shaped loops and healthy runs the corpus lacks (8 variants each)."""
     cases: list[Case] = []
@@ -396,6 +502,7 @@ _SHAPES = {
     "cd-loop": "SWE-agent `cd` into a missing folder",
     "javac-loop": "SWE-agent `javac: command not found`",
     "stuck-poll": "a poll that never moves",
+    "rephrased-doomed": "SWE-agent `javac` reworded, `command not found`",
 }
 
 
@@ -410,6 +517,15 @@ def _shape(case: Case) -> str:
 def _score(result: ProfileResult, case: Case, report: TrajectoryReport) -> None:
     span = loop_span(case.trajectory)
     block = _first_block(report)
+    stretch = None if span is not None else same_outcome_span(case.trajectory)
+    if stretch is not None:
+        shape = "a real run (development corpus)" if case.family == "corpus" else _shape(case)
+        position = None
+        if block is not None and stretch[0] <= block < stretch[1]:
+            position = block - stretch[0] + 1
+        result.same_outcome_early += block is not None and block < stretch[0]
+        result.same_outcome.setdefault(shape, []).append(position)
+        return
     if span is not None:
         result.looped += 1
         position = None
@@ -441,7 +557,9 @@ def build_cases(corpus_folder: Path, seed: int = 7) -> list[Case]:
     rng = random.Random(seed)
     corpus = corpus_cases(corpus_folder)
     injected = injected_cases(corpus, rng, 200)
-    return corpus + injected + synthetic_cases(rng) + same_edit_cases(corpus, rng)
+    cases = corpus + injected + synthetic_cases(rng) + same_edit_cases(corpus, rng)
+    # Last, with its own generator: the cases above stay exactly as they were.
+    return cases + same_outcome_cases(corpus, random.Random(seed + 22))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,7 +637,7 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
         "## Results",
         "",
         "| profile | loops caught (5+ identical calls, identical or volatile-only results) "
-        "| median position of the blocked call | other loops caught (cycle, rephrased error) "
+        "| median position of the blocked call | other loops caught (a cycle) "
         "| false blocks, healthy successful runs | false blocks, all healthy runs "
         "| warned, healthy successful runs | warned, all healthy runs |",
         "|---|---|---|---|---|---|---|---|",
@@ -547,6 +665,7 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
             caught = [p for p in found if p is not None]
             cells.append(f"{len(caught)}/{len(found)}; {_median(caught)}")
         lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+    lines += _same_outcome_table(results)
     lines += _misses(results)
     lines += [
         "",
@@ -566,6 +685,36 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _same_outcome_table(results: Sequence[ProfileResult]) -> list[str]:
+    """Runs stuck on one outcome from varied calls: per shape, and in all."""
+    lines = [
+        "",
+        "Varied calls, same outcome (5+ consecutive calls, not all the same call, one outcome "
+        "that says something):",
+        "",
+        "| shape | runs | "
+        + " | ".join(f"{r.name}: caught; median position" for r in results)
+        + " | blocked before the stretch |",
+        "|---|---|" + "---|" * len(results) + "---|",
+    ]
+    shapes = list(results[0].same_outcome)
+    for shape in [*shapes, "all"]:
+        cells = []
+        runs = 0
+        for r in results:
+            found = (
+                [p for ps in r.same_outcome.values() for p in ps]
+                if shape == "all"
+                else r.same_outcome.get(shape, [])
+            )
+            caught = [p for p in found if p is not None]
+            runs = len(found)
+            cells.append(f"{len(caught)}/{len(found)}; {_median(caught)}")
+        early = " / ".join(str(r.same_outcome_early) for r in results) if shape == "all" else ""
+        lines.append(f"| {shape} | {runs} | " + " | ".join(cells) + f" | {early} |")
+    return lines
 
 
 def _misses(results: Sequence[ProfileResult]) -> list[str]:

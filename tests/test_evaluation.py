@@ -55,3 +55,18 @@ def test_published_evaluation_is_current(evaluation: Evaluation) -> None:
     page = evaluate_profiles.render(*evaluation)
     published = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
     assert published.startswith(page), "rerun: python scripts/evaluate_profiles.py"
+
+
+def test_varied_calls_with_one_outcome_are_their_own_rows_and_caught_by_the_fifth(
+    evaluation: Evaluation,
+) -> None:
+    openclaw, recommended = evaluation[0]
+    positions = [p for ps in recommended.same_outcome.values() for p in ps]
+    assert len(positions) >= 25 and None not in positions
+    assert max(p for p in positions if p is not None) <= 5
+    assert recommended.same_outcome_early == 0
+    assert recommended.same_outcome["a real run (development corpus)"] == [5]  # pylint-8898
+    assert all(p is None for ps in openclaw.same_outcome.values() for p in ps)
+    page = evaluate_profiles.render(*evaluation)
+    for shape in ("pasted prose, bash EOF", "editor usage text", "unchanged file window"):
+        assert f"| {shape} |" in page

@@ -283,6 +283,7 @@ _DETECTOR_KEYS = [
     "consecutiveRepeat",
     "cycle",
     "repeatedError",
+    "sameOutcome",
 ]
 _INT_KEYS = {  # key: the smallest valid value
     "historySize": 1,
@@ -296,6 +297,7 @@ _INT_KEYS = {  # key: the smallest valid value
     "consecutiveCriticalThreshold": 1,
     "consecutiveAnyResultThreshold": 1,
     "repeatedErrorThreshold": 1,
+    "sameOutcomeThreshold": 1,
 }
 
 # Anything: right or wrong type, near the bounds, the int/bool/float confusions JSON allows.

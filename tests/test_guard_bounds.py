@@ -40,6 +40,7 @@ def _per_run_sizes(session: GuardSession) -> dict[str, int]:
         "compaction": len(session.compaction),
         "block_counts": len(session.block_counts),
         "error_streaks": len(session.error_streaks),
+        "outcome_streaks": len(session.outcome_streaks),
         "runs": len(session.runs),
     }
 
@@ -117,18 +118,26 @@ def test_a_stopped_run_idle_while_64_others_stopped_is_forgotten() -> None:
     assert guard.before_tool_call("s", "read", {}, run_id="A").action == "allow"
 
 
-def test_runs_still_in_the_history_keep_their_state() -> None:
+@pytest.mark.parametrize(
+    ("same_outcome", "attempts", "detector"),
+    [(False, 6, "repeated_error"), (True, 4, "same_outcome")],
+)
+def test_runs_still_in_the_history_keep_their_state(
+    same_outcome: bool, attempts: int, detector: str
+) -> None:
     # 150 runs interleaved, each failing the same way: every one reaches the repeated-error
-    # verdict, exactly as with unbounded maps, because all of them are still in the history.
-    guard = lw.LoopGuard({**RECOMMENDED, "historySize": 1_000})
+    # (or same-outcome) verdict, exactly as with unbounded maps, because all of them are still
+    # in the history.
+    config = {**RECOMMENDED, "historySize": 1_000, "detectors": {"sameOutcome": same_outcome}}
+    guard = lw.LoopGuard(config)
     runs = [f"run-{i}" for i in range(150)]
-    for attempt in range(6):  # other arguments each time: only the error repeats
+    for attempt in range(attempts):  # other arguments each time: only the error repeats
         for run in runs:
             guard.before_tool_call("s", "deploy", {"attempt": attempt}, run_id=run)
             guard.after_tool_call("s", "deploy", {"attempt": attempt}, error="boom", run_id=run)
     for run in runs:
         decision = guard.before_tool_call("s", "deploy", {"other": 1}, run_id=run)
-        assert decision.verdict is not None and decision.verdict.detector == "repeated_error"
+        assert decision.verdict is not None and decision.verdict.detector == detector
 
 
 def test_a_finished_compaction_window_is_dropped() -> None:

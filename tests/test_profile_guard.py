@@ -112,7 +112,9 @@ def test_breaker_stops_the_run_when_stop_after_blocks_is_on() -> None:
 
 
 def test_a_rephrased_doomed_call_is_stopped_whatever_the_arguments() -> None:
-    guard = lw.LoopGuard(RECOMMENDED)
+    # The repeated-error detector alone (the same-outcome one, which blocks earlier, is off).
+    guard = lw.LoopGuard({**RECOMMENDED, "detectors": {"sameOutcome": False}})
+    assert guard.config.detectors.repeated_error and guard.config.detectors.cycle
     calls = [
         (
             "run",

@@ -46,14 +46,20 @@ from loopwarden.core.history import (
 from loopwarden.core.in_flight import presumed_view
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
+    SAME_OUTCOME_NAMED,
     as_stop_message,
+    blocked_streak,
     comparable_outcome,
     extra_verdicts,
     is_failure,
+    next_call_streak,
     next_error_streak,
+    next_outcome_streak,
     scan_limit,
+    stretch_key,
     strongest,
 )
+from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.core.volatile import VolatileNormalizer
 from loopwarden.events import Action, EventType, LoopEvent
 from loopwarden.store import (
@@ -137,10 +143,14 @@ def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
     copied out of an error, not chosen by loopwarden (``"Unknown tool: sk-..."``). Records keep
     that name only when it is the called tool's own name (case aside), which they carry anyway
     as ``tool_name``; any other name reads ``(name withheld)``. Every other message is built
-    from tool names and counts only and is returned as is. The model is not concerned: the
+    from tool names and counts only and is returned as is, but the same-outcome message: the
+    excerpt of the result it names for the model is withheld. The model is not concerned: the
     decision's message stays exactly the detector's.
     """
     message = str(verdict.message)
+    if verdict.detector == "same_outcome":
+        head, named, _excerpt = message.partition(SAME_OUTCOME_NAMED)
+        return f"{head}{named}(withheld)" if named else head
     if verdict.detector != "unknown_tool_repeat":
         return message
     suffix = f" {verdict.count}{_UNKNOWN_SUFFIX}"
@@ -452,6 +462,8 @@ class LoopGuard:
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
         record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
+        if config.detectors.consecutive_repeat and config.records_calls:
+            self._count_call(session, run, signature)
         if in_flight is not None:
             in_flight.add(signature)
             session.keep_run(session.in_flight, run, in_flight)
@@ -517,7 +529,17 @@ class LoopGuard:
         tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
         streak = session.error_streaks.get(run)
-        extra = extra_verdicts(tail, tool, signature, poll, streak, config, pending)
+        extra = extra_verdicts(
+            tail,
+            tool,
+            signature,
+            poll,
+            streak,
+            config,
+            pending,
+            outcome_streak=session.outcome_streaks.get(run),
+            call_streak=session.call_streaks.get(run),
+        )
         return strongest([verdict, *extra])
 
     def _block(
@@ -541,8 +563,13 @@ class LoopGuard:
             message = as_stop_message(message)
         if tool_call_id is not None:
             session.remember_blocked(tool_call_id)
+        stretch = session.outcome_streaks.get(run)
+        if verdict.detector == "same_outcome" and stretch is not None:
+            session.keep_run(session.outcome_streaks, run, blocked_streak(stretch))
         if config.count_blocked_calls:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
+            if config.detectors.consecutive_repeat:
+                self._count_call(session, run, signature)
         if not stopping:
             events.append(
                 self._event(
@@ -698,8 +725,11 @@ class LoopGuard:
             signature = call_signature(session.state, tool, params)
             in_flight.done(signature)
         result, error, failed = outcome
+        switches = config.detectors
         if failed is None:
-            failed = config.detectors.repeated_error and is_failure(result, error)
+            failed = (switches.repeated_error or switches.same_outcome) and is_failure(
+                result, error
+            )
         if self._normalizer is not None:
             result, error = self._normalizer.normalize(result), self._normalize_error(error)
             if error is None:
@@ -727,6 +757,8 @@ class LoopGuard:
                 session.error_streaks.pop(run, None)
             else:
                 session.keep_run(session.error_streaks, run, streak)
+        if switches.same_outcome:
+            self._follow_stretch(session, run, (tool, params), record, (result, error, failed))
         guard = session.compaction.get(run)
         if record is None or guard is None or run in session.stopped:
             return ALLOW
@@ -752,6 +784,45 @@ class LoopGuard:
         session.keep_run(session.stopped, run, verdict.message)
         session.run(run, self.agent_id).stop_reason = verdict.message
         return Decision("stop", verdict.message, None, None, error_obj)
+
+    @staticmethod
+    def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
+        streaks = session.call_streaks
+        streak = streaks.get(run)
+        if streak is None:
+            session.keep_run(streaks, run, next_call_streak(None, signature))
+        else:  # updated in place: trimming drops idle runs, not a run calling
+            streaks[run] = next_call_streak(streak, signature)
+
+    def _follow_stretch(
+        self,
+        session: GuardSession,
+        run: str | None,
+        call: tuple[str, Any],
+        record: ToolCallRecord | None,
+        outcome: tuple[Any, Any, bool],
+    ) -> None:
+        """The run's same-outcome stretch after this outcome (``outcome`` as it was hashed)."""
+        stretches = session.outcome_streaks
+        hashed = None if record is None else record.result_hash
+        if record is None or hashed is None:
+            stretches.pop(run, None)
+            return
+        tool, params = call
+        result, error, failed = outcome
+        stretch = next_outcome_streak(
+            stretches.get(run),
+            (tool, record.args_hash),
+            stretch_key(result, hashed),
+            (params, result, UNDEFINED if error is None else error, failed),
+            self.config.same_outcome_threshold,
+        )
+        if stretch is None:
+            return
+        if run in stretches:  # updated in place: trimming drops idle runs, not a run calling
+            stretches[run] = stretch
+        else:
+            session.keep_run(stretches, run, stretch)
 
     def _normalize_error(self, error: Any) -> Any:
         """Volatile normalisation of an error: its text, as the outcome hash would read it."""
@@ -927,7 +998,12 @@ def _presumed(
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:
     switches = config.detectors
-    return switches.consecutive_repeat or switches.cycle or switches.repeated_error
+    return (
+        switches.consecutive_repeat
+        or switches.cycle
+        or switches.repeated_error
+        or switches.same_outcome
+    )
 
 
 def is_poll_call(tool: str, params: Any, config: ResolvedConfig) -> bool:

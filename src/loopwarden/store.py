@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from loopwarden.core.compaction import PostCompactionGuard
 from loopwarden.core.history import SessionState, has_run_records
-from loopwarden.core.patterns import ErrorStreak
+from loopwarden.core.patterns import CallStreak, ErrorStreak, OutcomeStreak
 from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.events import LoopEvent
 
@@ -119,6 +119,10 @@ class GuardSession:
     # Recommended-profile bookkeeping per run: blocks so far, and the repeated-error streak.
     block_counts: dict[RunKey, int] = field(default_factory=dict)
     error_streaks: dict[RunKey, ErrorStreak] = field(default_factory=dict)
+    # The run's newest stretch of one outcome (the same-outcome detector).
+    outcome_streaks: dict[RunKey, OutcomeStreak] = field(default_factory=dict)
+    # The run's newest calls with one signature, however many (the consecutive detector).
+    call_streaks: dict[RunKey, CallStreak] = field(default_factory=dict)
     # Batches (calls the model issued in one turn): the calls in flight of the run's current
     # batch, and the batch of the run's latest block (blocks of one batch count as one).
     in_flight: dict[RunKey, InFlight] = field(default_factory=dict)
@@ -161,6 +165,9 @@ class GuardSession:
         historySize of them), whose state detection may still read. Re-keeping a run (a stopped
         run calling again) makes it the newest: a run stays stopped while it keeps calling.
         """
+        if per_run and next(reversed(per_run)) == run_id:
+            per_run[run_id] = value  # already the newest: nothing moves, nothing to trim
+            return
         per_run.pop(run_id, None)  # re-inserted last: dicts keep insertion order
         per_run[run_id] = value
         self._trim(per_run, run_id)
@@ -190,6 +197,8 @@ class GuardSession:
             self.compaction,
             self.block_counts,
             self.error_streaks,
+            self.outcome_streaks,
+            self.call_streaks,
             self.in_flight,
             self.block_batches,
         )
@@ -397,11 +406,42 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
         "error_streaks": [
             [run or "", s.tool, s.result_hash, s.count] for run, s in session.error_streaks.items()
         ],
+        "outcome_streaks": [
+            [run or "", *_outcome_streak_row(s)] for run, s in session.outcome_streaks.items()
+        ],
+        "call_streaks": [[run or "", *s] for run, s in session.call_streaks.items()],
         "in_flight": [
             [run or "", f.batch, list(f.calls.items())] for run, f in session.in_flight.items()
         ],
         "block_batches": [[run or "", batch] for run, batch in session.block_batches.items()],
     }
+
+
+def _outcome_streak_row(streak: OutcomeStreak) -> list[Any]:
+    return [
+        streak.result_hash,
+        streak.length,
+        streak.first_signature,
+        streak.varied,
+        list(streak.tools),
+        streak.excerpt,
+        streak.blocked_at,
+        streak.mute,
+    ]
+
+
+def _outcome_streak_of(row: list[Any]) -> OutcomeStreak:
+    result_hash, count, first, varied, tools, excerpt, blocked_at, mute = row
+    return OutcomeStreak(
+        str(result_hash),
+        int(count),
+        str(first),
+        bool(varied),
+        tuple(str(t) for t in tools),
+        str(excerpt),
+        int(blocked_at),
+        bool(mute),
+    )
 
 
 def restore_session(data: dict[str, Any]) -> GuardSession:
@@ -422,6 +462,13 @@ def restore_session(data: dict[str, Any]) -> GuardSession:
     session.error_streaks = {
         run or None: ErrorStreak(tool, result_hash, int(count))
         for run, tool, result_hash, count in data.get("error_streaks", [])
+    }
+    session.outcome_streaks = {
+        run or None: _outcome_streak_of(row) for run, *row in data.get("outcome_streaks", [])
+    }
+    session.call_streaks = {
+        run or None: CallStreak(str(signature), int(length))
+        for run, signature, length in data.get("call_streaks", [])
     }
     # Absent from snapshots written before batches existed: nothing in flight, no batch blocked.
     session.in_flight = {

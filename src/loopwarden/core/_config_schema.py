@@ -39,6 +39,7 @@ class _Detectors(_Strict):
     consecutiveRepeat: StrictBool | None = None
     cycle: StrictBool | None = None
     repeatedError: StrictBool | None = None
+    sameOutcome: StrictBool | None = None
 
 
 class _ToolPolicy(_Strict):
@@ -77,6 +78,7 @@ class _LoopDetectionBlock(_Strict):
     consecutiveSilentThreshold: _PositiveInt | None = None
     consecutiveAnyResultThreshold: _PositiveInt | None = None
     repeatedErrorThreshold: _PositiveInt | None = None
+    sameOutcomeThreshold: _PositiveInt | None = None
     toolPolicies: dict[str, _ToolPolicy] | None = None
 
 

@@ -46,12 +46,18 @@ RECOMMENDED_PROFILE: dict[str, Any] = {
     "stopAfterBlocks": 2,
     "countPendingCalls": True,
     "normalizeVolatile": True,
-    "detectors": {"consecutiveRepeat": True, "cycle": True, "repeatedError": True},
+    "detectors": {
+        "consecutiveRepeat": True,
+        "cycle": True,
+        "repeatedError": True,
+        "sameOutcome": True,
+    },
     "consecutiveWarningThreshold": 3,
     "consecutiveCriticalThreshold": 3,
     "consecutiveSilentThreshold": 4,
     "consecutiveAnyResultThreshold": 50,
     "repeatedErrorThreshold": 6,
+    "sameOutcomeThreshold": 4,
     "maxCyclePeriod": 4,
 }
 PROFILES: dict[str, dict[str, Any]] = {"openclaw": {}, "recommended": RECOMMENDED_PROFILE}
@@ -87,6 +93,7 @@ class DetectorSwitches:
     consecutive_repeat: bool = False
     cycle: bool = False
     repeated_error: bool = False
+    same_outcome: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,9 @@ class ResolvedConfig:
     consecutive_silent_threshold: int = 0
     consecutive_any_result_threshold: int = 50
     repeated_error_threshold: int = 6
+    # Calls in a row, not all the same, with one outcome that says something: the next is
+    # blocked (``detectors.sameOutcome``); the one before it is warned.
+    same_outcome_threshold: int = 4
     tool_policies: tuple[tuple[str, ToolPolicy], ...] = ()
 
     def policy(self, tool: str) -> ToolPolicy | None:
@@ -184,6 +194,7 @@ class ResolvedConfig:
                 "consecutiveRepeat": self.detectors.consecutive_repeat,
                 "cycle": self.detectors.cycle,
                 "repeatedError": self.detectors.repeated_error,
+                "sameOutcome": self.detectors.same_outcome,
             },
             postCompactionGuard={"windowSize": self.post_compaction_window},
             profile=self.profile,
@@ -197,6 +208,7 @@ class ResolvedConfig:
             consecutiveCriticalThreshold=self.consecutive_critical_threshold,
             consecutiveAnyResultThreshold=self.consecutive_any_result_threshold,
             repeatedErrorThreshold=self.repeated_error_threshold,
+            sameOutcomeThreshold=self.same_outcome_threshold,
             toolPolicies={name: p.to_camel() for name, p in self.tool_policies},
         )
         if self.consecutive_silent_threshold:  # 0: the same as consecutiveCriticalThreshold
@@ -259,6 +271,7 @@ def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedCo
             consecutive_repeat=detectors.get("consecutiveRepeat") is True,
             cycle=detectors.get("cycle") is True,
             repeated_error=detectors.get("repeatedError") is True,
+            same_outcome=detectors.get("sameOutcome") is True,
         ),
         post_compaction_window=_positive_int(guard.get("windowSize"), _DEFAULT_WINDOW),
         **_resolve_extensions(block),
@@ -334,6 +347,9 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "repeated_error_threshold": _positive_int(
             block.get("repeatedErrorThreshold"), base.repeated_error_threshold
+        ),
+        "same_outcome_threshold": _positive_int(
+            block.get("sameOutcomeThreshold"), base.same_outcome_threshold
         ),
         "tool_policies": tuple(
             (name, policy)
@@ -476,7 +492,13 @@ _PLAIN_BLOCK: dict[str, _Check] = {
     "detectors": _plain_object(
         {
             key: _plain_bool
-            for key in (*_DETECTOR_KEYS, "consecutiveRepeat", "cycle", "repeatedError")
+            for key in (
+                *_DETECTOR_KEYS,
+                "consecutiveRepeat",
+                "cycle",
+                "repeatedError",
+                "sameOutcome",
+            )
         }
     ),
     "postCompactionGuard": _plain_object({"windowSize": _plain_int(1)}),
@@ -492,6 +514,7 @@ _PLAIN_BLOCK: dict[str, _Check] = {
     "consecutiveSilentThreshold": _plain_int(1),
     "consecutiveAnyResultThreshold": _plain_int(1),
     "repeatedErrorThreshold": _plain_int(1),
+    "sameOutcomeThreshold": _plain_int(1),
     "toolPolicies": _plain_policies,
 }
 

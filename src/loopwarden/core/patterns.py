@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from loopwarden.core.canonical import UNDEFINED, _hash_keyed, digest_stable
+from loopwarden.core.canonical import UNDEFINED, _hash_keyed, digest_stable, stable_stringify
 from loopwarden.core.config import ResolvedConfig
-from loopwarden.core.detectors import Level, Verdict
+from loopwarden.core.detectors import NOT_STUCK, Level, Verdict
 from loopwarden.core.history import VETO_HASH
 from loopwarden.core.tool_call import ToolCallRecord
 
@@ -78,6 +78,22 @@ def consecutive_repeat(
             continue
         identical += 1
     return Consecutive(calls, identical, latest)
+
+
+class CallStreak(NamedTuple):
+    """The run's newest calls: ``length`` in a row with one signature, counted as they are
+    recorded, so a streak longer than ``historySize`` keeps its count
+    (``consecutiveAnyResultThreshold`` is above the history the profile keeps)."""
+
+    signature: str
+    length: int
+
+
+def next_call_streak(streak: CallStreak | None, signature: str) -> CallStreak:
+    """The streak after one more call record of the run (a call, or a blocked call's veto)."""
+    if streak is None or streak.signature != signature:
+        return CallStreak(signature, 1)
+    return CallStreak(signature, streak.length + 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,15 +286,287 @@ def mask_numbers(value: Any, depth: int = 0) -> Any:
     return value
 
 
+# Where in its input a failure happened: the shell's line counter (dash's ``/bin/sh: 3:``;
+# bash's ``line 17`` is masked by the volatile patterns already) and a parser's ``column N``,
+# ``char N`` (``Expecting ',' delimiter: line 1 column 45 (char 44)``). Pasting a different
+# text into the same broken command moves them, and nothing else. Only these are masked in a
+# failure: any other number (``expected 300.0, got 75.0``) still tells two failures apart.
+# Each is a literal the engine finds in C, looked for only when the text holds it, and only in
+# the first and last ``_COUNTER_SPAN`` characters, where a failure says what failed (a shell
+# reports a syntax error before running anything; a traceback ends with its message): a long
+# log is not scanned end to end on every failure.
+_COUNTERS = (
+    ("sh: ", re.compile(r"sh: (-c: |)\d+:"), r"sh: \1<line>:"),
+    ("column ", re.compile(r"\bcolumn \d+\b"), "column <n>"),
+    ("char ", re.compile(r"\(char \d+\)"), "(char <n>)"),
+)
+_COUNTER_SPAN = 1000
+
+
+def _mask_span(text: str) -> str:
+    for literal, pattern, placeholder in _COUNTERS:
+        if literal in text:
+            text = pattern.sub(placeholder, text)
+    return text
+
+
+def _mask_text(text: str) -> str:
+    if len(text) <= 2 * _COUNTER_SPAN:
+        return _mask_span(text)
+    head, tail = text[:_COUNTER_SPAN], text[-_COUNTER_SPAN:]
+    masked_head, masked_tail = _mask_span(head), _mask_span(tail)
+    if masked_head is head and masked_tail is tail:
+        return text
+    return masked_head + text[_COUNTER_SPAN:-_COUNTER_SPAN] + masked_tail
+
+
+def _has_counter(value: Any, depth: int = 0) -> bool:
+    """Whether a string of ``value`` would be masked (most failures have nothing to mask:
+    they are returned as they are, uncopied)."""
+    if isinstance(value, str):
+        return _mask_text(value) is not value
+    if depth >= _MAX_DEPTH:
+        return False
+    if isinstance(value, Mapping):
+        value = value.values()
+    elif not isinstance(value, list):
+        return False
+    return any(_has_counter(item, depth + 1) for item in value)
+
+
+def mask_counters(value: Any, depth: int = 0) -> Any:
+    """A copy of ``value`` with the position counters of its strings masked (``column 5`` →
+    ``column <n>``, ``(char 4)`` → ``(char <n>)``, ``/bin/sh: 3:`` → ``/bin/sh: <line>:``);
+    ``value`` itself when it has none."""
+    if isinstance(value, str):
+        return _mask_text(value)
+    if depth == 0 and not _has_counter(value):
+        return value
+    if depth >= _MAX_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {key: mask_counters(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [mask_counters(item, depth + 1) for item in value]
+    return value
+
+
 def comparable_outcome(tool: str, params: Any, result: Any, failed: bool) -> Any:
     """The result to hash for a call whose outcome was volatile-normalised: a silent success
     becomes ``SILENT_RESULT``; an edit's result loses its numbers (the same text inserted
-    again makes ``(107 lines total)`` read ``(120 lines total)``: to a person no progress)."""
+    again makes ``(107 lines total)`` read ``(120 lines total)``: to a person no progress); a
+    failure loses its position counters (``bash: -c: line 17: unexpected EOF`` is the same
+    error at line 3)."""
     if not failed and is_silent(result):
         return SILENT_RESULT
     if is_edit_call(tool, params):
         return mask_numbers(result)
+    if failed:
+        return mask_counters(result)
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The same outcome from different calls: an agent that rephrases a doomed call (the prose it
+# pasted into a shell command, an editor command's wrong arguments, a view of a file it does
+# not change) gets one result back again and again, and an exact comparison of the calls never
+# sees a repeat. The stretch is followed one recorded outcome at a time (O(1) per outcome).
+
+# An output that says nothing whatever the exit status (grep finding no match returns 1).
+_EMPTY_TEXT = re.compile(
+    r"\s*(?:<returncode>\s*-?\d+\s*</returncode>\s*<output>\s*</output>"
+    r"|Your command ran successfully and did not produce any output\.?)?\s*"
+)
+# Tools that write a file whole (an edit tool is named by ``is_edit_call``).
+_WRITE_TOOLS = frozenset({"write", "Write", "write_file", "create_file", "WriteFile"})
+# A write's acknowledgement: a line or two that says it worked ("Successfully modified file:
+# x.py (1 replacements).", "Success. Updated the following files:\nM x.py"), not what the file
+# now holds. Five edits of one file in a row all read alike, and that is progress.
+_ACK_MAX_CHARS = 300
+_ACK_MAX_LINES = 3
+_EXCERPT_CHARS = 80
+_OUTPUT_TAGS = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
+
+
+def _text_of(result: Any) -> str | None:
+    """The text a result shows: a string, or its content items' text (else None)."""
+    if isinstance(result, str):
+        return result
+    if not isinstance(result, Mapping):
+        return None
+    content = result.get("content")
+    if not isinstance(content, list):
+        return None
+    texts = [
+        item["text"]
+        for item in content
+        if isinstance(item, Mapping) and isinstance(item.get("text"), str)
+    ]
+    return "\n".join(texts)
+
+
+# The longest text an empty output can be without padding (the empty shell wrapper).
+_EMPTY_MAX_CORE = 96
+
+
+def _empty_text(text: str) -> bool:
+    # Padding is whitespace: a long text that neither starts nor ends with it is no wrapper.
+    if len(text) > _EMPTY_MAX_CORE and not (text[0].isspace() or text[-1].isspace()):
+        return False
+    return _EMPTY_TEXT.fullmatch(text) is not None
+
+
+def _says_nothing(result: Any) -> bool:
+    """No output at all, whatever the exit status: empty, blank, or an empty shell wrapper."""
+    kind = type(result)
+    if kind is str:
+        return _empty_text(result)
+    if result is None or (kind in (list, tuple, dict) and not result):
+        return True
+    if kind is not dict and not isinstance(result, Mapping):
+        return isinstance(result, str) and _empty_text(result)
+    if not result or result.get("structuredContent"):
+        return not result
+    details = result.get("details")
+    if isinstance(details, Mapping) and details.get("aggregated"):
+        return False
+    content = result.get("content")
+    return isinstance(content, list) and all(
+        not isinstance(item, Mapping)
+        or not isinstance(item.get("text"), str)
+        or _empty_text(item["text"])
+        for item in content
+    )
+
+
+_SAYS_IT_WORKED = re.compile(
+    r"(?i)\b(?:success\w*|updated|created|modified|wrote|written|saved|applied|replaced|edited"
+    r"|deleted|done|ok)\b"
+)
+
+
+def _is_acknowledgement(tool: str, params: Any, result: Any) -> bool:
+    if tool not in _WRITE_TOOLS and not is_edit_call(tool, params):
+        return False
+    text = _text_of(result)
+    return (
+        text is not None
+        and len(text) <= _ACK_MAX_CHARS
+        and text.count("\n") < _ACK_MAX_LINES
+        and _SAYS_IT_WORKED.search(text) is not None
+    )
+
+
+def forms_stretch(tool: str, params: Any, result: Any, error: Any, failed: bool) -> bool:
+    """Whether an outcome can be part of a same-outcome stretch: it must say something.
+
+    Left out: no output at all (a silent success, a search with no match, an empty list), and
+    a write's short acknowledgement that it worked. ``result``/``error`` as they are hashed.
+    """
+    if error is not None and error is not UNDEFINED:
+        return not (isinstance(error, str) and not error.strip())
+    if result is UNDEFINED or result == SILENT_RESULT or _says_nothing(result):
+        return False
+    return failed or not _is_acknowledgement(tool, params, result)
+
+
+# The keys an outcome hash reads from a result object; any other key (a plain JSON object
+# returned as the result, ``structuredContent``) is lost to it, so a stretch hashes it whole.
+_HASHED_KEYS = frozenset({"content", "details", "isError"})
+
+
+def stretch_key(result: Any, result_hash: str) -> str:
+    """What a stretch compares: the outcome hash, or the whole result's digest when the hash
+    leaves parts of it out (two different objects must not look alike)."""
+    kind = type(result)
+    if kind is str or kind is list:  # most results: read whole by the hash already
+        return result_hash
+    if (kind is dict or isinstance(result, Mapping)) and not _HASHED_KEYS.issuperset(result.keys()):
+        return digest_stable(result)
+    return result_hash
+
+
+def outcome_excerpt(result: Any, error: Any) -> str:
+    """The first line that says something, shortened: how a message names an outcome."""
+    value = error if error is not None and error is not UNDEFINED else result
+    text = _text_of(value)
+    if text is None:
+        text = value if isinstance(value, str) else stable_stringify(value)[: 4 * _EXCERPT_CHARS]
+    for line in _OUTPUT_TAGS.sub("\n", text[: 16 * _EXCERPT_CHARS]).splitlines():
+        line = " ".join(line.split())
+        if line:
+            return line if len(line) <= _EXCERPT_CHARS else line[: _EXCERPT_CHARS - 1] + "…"
+    return ""
+
+
+class OutcomeStreak(NamedTuple):
+    """The run's newest outcomes: ``length`` in a row, one (comparable) outcome.
+
+    ``varied``: not all from the same call (the first call's signature is ``first_signature``).
+    ``tools``: the tools of the stretch. ``excerpt``: the outcome shortened, kept once the
+    stretch is long enough to be named in a message. ``blocked_at``: the length at which the
+    stretch's latest block fell (the call after a block runs: the agent's chance to change).
+    ``mute``: the outcome says nothing (``forms_stretch``): such a stretch never warns.
+    """
+
+    result_hash: str
+    length: int
+    first_signature: str
+    varied: bool = False
+    tools: tuple[str, ...] = ()
+    excerpt: str = ""
+    blocked_at: int = 0
+    mute: bool = False
+
+
+_MAX_STREAK_TOOLS = 8
+
+
+def next_outcome_streak(
+    streak: OutcomeStreak | None,
+    call: tuple[str, str],
+    key: str | None,
+    outcome: tuple[Any, Any, Any, bool],
+    threshold: int,
+) -> OutcomeStreak | None:
+    """The stretch after one more recorded outcome of the run.
+
+    ``call``: (tool, signature). ``key``: what the stretch compares (``stretch_key``), or None
+    when the outcome has no hash, which ends the stretch. ``outcome``: (params, result, error,
+    failed), the result and error as hashed. Most outcomes differ from the one before, so the
+    rest is asked only of a stretch that grows: whether it says something, once, at its 2nd
+    outcome (at its 1st when ``threshold`` is 2 or less), and its excerpt, once, at
+    ``threshold - 1`` (its first message).
+    """
+    tool, signature = call
+    if key is None:
+        return None
+    if streak is None or streak.result_hash != key:
+        if threshold > 2:
+            return OutcomeStreak(key, 1, signature, False, (tool,))
+        streak = OutcomeStreak(key, 0, signature, False, (tool,))
+    length = streak.length + 1
+    if length == (1 if threshold <= 2 else 2):
+        params, result, error, failed = outcome
+        if not forms_stretch(tool, params, result, error, failed):
+            return OutcomeStreak(key, length, streak.first_signature, mute=True)
+    if streak.mute:
+        return streak._replace(length=length)
+    tools = streak.tools
+    if tool not in tools and len(tools) < _MAX_STREAK_TOOLS:
+        tools = (*tools, tool)
+    excerpt = streak.excerpt
+    if length == max(1, threshold - 1):
+        excerpt = outcome_excerpt(*outcome[1:3])
+    varied = streak.varied or signature != streak.first_signature
+    return OutcomeStreak(
+        key, length, streak.first_signature, varied, tools, excerpt, streak.blocked_at
+    )
+
+
+def blocked_streak(streak: OutcomeStreak) -> OutcomeStreak:
+    """The stretch after its block: the next call runs unless the outcome comes back again."""
+    return streak._replace(blocked_at=streak.length)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,6 +700,51 @@ def _error_verdict(tool: str, streak: ErrorStreak | None, cfg: ResolvedConfig) -
     )
 
 
+SAME_OUTCOME_NAMED = " The result that keeps coming back: "
+"""What precedes the outcome's excerpt in a same-outcome message (records drop what follows)."""
+
+
+def _same_outcome_verdict(
+    tool: str, signature: str, streak: OutcomeStreak | None, cfg: ResolvedConfig
+) -> Verdict:
+    threshold = cfg.same_outcome_threshold
+    if streak is None or streak.length < threshold - 1 or streak.mute:
+        return NOT_STUCK  # no stretch yet, or an outcome that says nothing
+    if not (streak.varied or signature != streak.first_signature):
+        return NOT_STUCK  # one call repeated exactly is the consecutive detector's
+    if tool not in streak.tools and len(streak.tools) < _MAX_STREAK_TOOLS:
+        return NOT_STUCK  # a tool the stretch has not used: a new approach, let it run
+    n = streak.length
+    named = f'{SAME_OUTCOME_NAMED}"{streak.excerpt}"' if streak.excerpt else ""
+    key = f"same-outcome:{streak.first_signature}:{streak.result_hash}"
+    if n >= threshold and n > streak.blocked_at:
+        return Verdict(
+            True,
+            "critical",
+            "same_outcome",
+            n,
+            f"CRITICAL: The last {n} calls got the same result, though not all of them were "
+            "the same call: changing the arguments has not helped, so this call was blocked. "
+            "Change your approach (find out why it fails, or do it another way), or report the "
+            "task as failed." + named,
+            None,
+            key,
+        )
+    if n == threshold - 1 and streak.blocked_at == 0:
+        return Verdict(
+            True,
+            "warning",
+            "same_outcome",
+            n,
+            f"WARNING: The last {n} calls got the same result, though not all of them were the "
+            "same call: changing the arguments has not helped. If this call gets it again, the "
+            "next one will be blocked: change your approach or report the task as failed." + named,
+            None,
+            LAST_CHANCE_PREFIX + key,  # given once per stretch, like the last-chance warning
+        )
+    return Verdict()
+
+
 def extra_verdicts(
     tail: Sequence[ToolCallRecord],
     tool: str,
@@ -420,19 +753,29 @@ def extra_verdicts(
     error_streak: ErrorStreak | None,
     cfg: ResolvedConfig,
     pending: int = 0,
+    *,
+    outcome_streak: OutcomeStreak | None = None,
+    call_streak: CallStreak | None = None,
 ) -> list[Verdict]:
     """Every verdict of the enabled extra detectors for the next call (stuck ones only).
 
     ``pending``: identical calls of the current batch in flight (see ``consecutive_repeat``).
+    ``outcome_streak``: the run's same-outcome stretch (``next_outcome_streak``).
+    ``call_streak``: the run's newest calls with one signature (``next_call_streak``).
     """
     verdicts: list[Verdict] = []
     switches = cfg.detectors
     if switches.repeated_error:
         verdicts.append(_error_verdict(tool, error_streak, cfg))
+    if switches.same_outcome and not poll:
+        verdicts.append(_same_outcome_verdict(tool, signature, outcome_streak, cfg))
     if switches.consecutive_repeat and not poll:
-        verdicts.append(
-            _consecutive_verdict(tool, signature, consecutive_repeat(tail, signature, pending), cfg)
-        )
+        repeat = consecutive_repeat(tail, signature, pending)
+        if call_streak is not None and call_streak.signature == signature:
+            # The history may hold fewer calls than the streak: its own count is the longer.
+            calls = max(repeat.calls, call_streak.length)
+            repeat = Consecutive(calls, repeat.identical, repeat.result_hash)
+        verdicts.append(_consecutive_verdict(tool, signature, repeat, cfg))
     if switches.cycle:
         # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.
         found = cycle(tail, signature, 2, cfg.max_cycle_period)

@@ -1,6 +1,6 @@
 """A session store in SQLite, so a restarted single-node gateway keeps its loop counts.
 
-Each session is one row of plain snapshot JSON (hashes, names and counts only; see
+Each session is one row of plain snapshot JSON (hashes, names, counts and model-visible text; see
 :func:`loopwarden.store.snapshot_session`). ``update`` holds SQLite's write lock for the
 read-modify-write, so several processes on one machine may share the file. Idle sessions
 expire after ``session_ttl`` seconds of wall-clock time, across restarts.
