@@ -290,6 +290,10 @@ def test_a_veto_recorded_before_any_result_repeats_the_streak() -> None:
 
 # Issue 25: a batch's decisions must not depend on the order its outcomes are reported in.
 _TOOLS = {"A": ("get_weather", {"city": "Paris"}), "B": ("get_weather", {"city": "Rome"})}
+# Each call its own result: a call's first outcome cannot be presumed while it is in flight, so
+# with one result for both calls the same-outcome detector would see B's first outcome in one
+# order and not in the other (docs/concurrency.md).
+_WEATHER = {"Paris": "21C", "Rome": "17C"}
 
 
 def _turns(order: str, turns: list[str]) -> tuple[int, list[str]]:
@@ -310,13 +314,25 @@ def _turns(order: str, turns: list[str]) -> tuple[int, list[str]]:
             if order == "each" and decision.allowed:
                 ran += 1
                 guard.after_tool_call(
-                    "s", tool, params, result="21C", run_id="r", tool_call_id=call_id, batch=batch
+                    "s",
+                    tool,
+                    params,
+                    result=_WEATHER[params["city"]],
+                    run_id="r",
+                    tool_call_id=call_id,
+                    batch=batch,
                 )
         for tool, params, call_id, decision in decided if order == "all" else ():
             if decision.allowed:
                 ran += 1
                 guard.after_tool_call(
-                    "s", tool, params, result="21C", run_id="r", tool_call_id=call_id, batch=batch
+                    "s",
+                    tool,
+                    params,
+                    result=_WEATHER[params["city"]],
+                    run_id="r",
+                    tool_call_id=call_id,
+                    batch=batch,
                 )
         actions.append("".join(d.action[0] for *_, d in decided))
         if "s" in actions[-1]:

@@ -55,6 +55,7 @@ from loopwarden.core.patterns import (
     next_call_streak,
     next_error_streak,
     next_outcome_streak,
+    presumed_outcome_streak,
     scan_limit,
     stretch_key,
     strongest,
@@ -992,8 +993,13 @@ def _presumed(
     presumed = presumed_view(session.state, run, in_flight.calls)
     if presumed is None:
         return session, in_flight.calls.get(signature, 0)
-    state, left = presumed
-    return dataclasses.replace(session, state=state), left.get(signature, 0)
+    state, left, completed = presumed
+    streaks = dict(session.outcome_streaks)
+    stretch = presumed_outcome_streak(streaks.pop(run, None), completed)
+    if stretch is not None:
+        streaks[run] = stretch
+    view = dataclasses.replace(session, state=state, outcome_streaks=streaks)
+    return view, left.get(signature, 0)
 
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:

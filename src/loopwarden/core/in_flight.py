@@ -24,13 +24,15 @@ Outcome = tuple[str, str | None]  # (result_hash, unknown_tool_name)
 
 def presumed_view(
     state: SessionState, run: str | None, calls: Mapping[str, int]
-) -> tuple[SessionState, dict[str, int]] | None:
+) -> tuple[SessionState, dict[str, int], list[ToolCallRecord]] | None:
     """The history with the run's calls in flight completed by their presumed outcomes.
 
     ``calls`` maps a signature to how many of its calls are in flight in the current batch
-    (the newest records of that signature without an outcome). Returns the view and, per
-    signature, how many calls in flight are left without a presumption (no earlier outcome of
-    that call in the run), or None when nothing can be presumed (read ``state`` itself).
+    (the newest records of that signature without an outcome). Returns the view, per
+    signature how many calls in flight are left without a presumption (no earlier outcome of
+    that call in the run), and the presumed records oldest first (for the detectors that
+    follow outcomes as they come rather than the history); or None when nothing can be
+    presumed (read ``state`` itself).
     """
     if not calls:
         return None
@@ -39,12 +41,14 @@ def presumed_view(
     if not presumed:
         return None
     left = dict(calls)
-    for index, outcome in presumed.items():
-        record = records[index]
+    completed = []
+    for index in sorted(presumed):
+        record, outcome = records[index], presumed[index]
         records[index] = replace(record, result_hash=outcome[0], unknown_tool_name=outcome[1])
+        completed.append(records[index])
         left[record.args_hash] -= 1
     # The other records are shared with the session: the view is only read, never recorded in.
-    return SessionState(records), {sig: n for sig, n in left.items() if n > 0}
+    return SessionState(records), {sig: n for sig, n in left.items() if n > 0}, completed
 
 
 def _presumptions(

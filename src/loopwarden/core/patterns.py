@@ -564,6 +564,27 @@ def next_outcome_streak(
     )
 
 
+def presumed_outcome_streak(
+    streak: OutcomeStreak | None, presumed: Sequence[ToolCallRecord]
+) -> OutcomeStreak | None:
+    """The stretch as if the batch's calls in flight had returned their presumed outcomes.
+
+    ``presumed``: those calls, oldest first, each carrying the outcome its call last had in the
+    run (``core/in_flight.py``). One that presumes the stretch's outcome extends it; one that
+    presumes another ends it here (the new stretch's outcome is not known well enough to
+    judge), so a batch is never blocked on a stretch its own calls may have broken.
+    """
+    for record in presumed:
+        if streak is None or streak.mute or record.result_hash != streak.result_hash:
+            return None if streak is None or not streak.mute else streak
+        tools = streak.tools
+        if record.tool_name not in tools and len(tools) < _MAX_STREAK_TOOLS:
+            tools = (*tools, record.tool_name)
+        varied = streak.varied or record.args_hash != streak.first_signature
+        streak = streak._replace(length=streak.length + 1, varied=varied, tools=tools)
+    return streak
+
+
 def blocked_streak(streak: OutcomeStreak) -> OutcomeStreak:
     """The stretch after its block: the next call runs unless the outcome comes back again."""
     return streak._replace(blocked_at=streak.length)
