@@ -1,6 +1,6 @@
 """Claude Agent SDK + loopwarden: Claude Code's tool calls go through a loop guard.
 
-pip install 'loopwarden[claude-agent-sdk]' && python examples/integrations/claude_agent_sdk_agent.py
+pip install '.[claude-agent-sdk]' && python examples/integrations/claude_agent_sdk_agent.py
 """
 
 import asyncio

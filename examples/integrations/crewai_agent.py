@@ -1,6 +1,6 @@
 """CrewAI + loopwarden: a crew whose model keeps making the same tool call.
 
-pip install 'loopwarden[crewai]' && python examples/integrations/crewai_agent.py
+pip install '.[crewai]' && python examples/integrations/crewai_agent.py
 """
 
 import json

@@ -1,6 +1,6 @@
 """Google ADK + loopwarden: an agent whose model keeps making the same tool call.
 
-pip install 'loopwarden[google-adk]' && python examples/integrations/google_adk_agent.py
+pip install '.[google-adk]' && python examples/integrations/google_adk_agent.py
 """
 
 import asyncio

@@ -1,6 +1,6 @@
 """LangChain v1 + loopwarden: an agent whose model keeps making the same tool call.
 
-pip install 'loopwarden[langchain]' && python examples/integrations/langchain_agent.py
+pip install '.[langchain]' && python examples/integrations/langchain_agent.py
 """
 
 from langchain.agents import create_agent

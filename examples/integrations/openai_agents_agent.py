@@ -1,6 +1,6 @@
 """OpenAI Agents SDK + loopwarden: an agent whose model keeps making the same tool call.
 
-pip install 'loopwarden[openai-agents]' && python examples/integrations/openai_agents_agent.py
+pip install '.[openai-agents]' && python examples/integrations/openai_agents_agent.py
 """
 
 import asyncio

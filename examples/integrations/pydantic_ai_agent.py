@@ -1,6 +1,6 @@
 """PydanticAI + loopwarden: an agent whose model keeps making the same tool call.
 
-pip install 'loopwarden[pydantic-ai]' && python examples/integrations/pydantic_ai_agent.py
+pip install '.[pydantic-ai]' && python examples/integrations/pydantic_ai_agent.py
 """
 
 from pydantic_ai import Agent
