@@ -117,10 +117,14 @@ def crash() -> str:
 
 
 @app.tool()
-def die_mid_answer(ctx: Context, size: int) -> str:  # type: ignore[type-arg]
+async def die_mid_answer(ctx: Context, size: int) -> str:  # type: ignore[type-arg]
     """Write the first ``size`` bytes of a large answer to stdout, then die, as a server
     killed while sending a 22 MB result would (the answer's id comes first, as the SDK's)."""
     _count("die_mid_answer")
+    # The SDK writes its answers from a task of its own: a client that sends this call right
+    # after initialize (as the test does) would otherwise, on a busy machine, see the server die
+    # before the initialize answer left it. Half a second lets that answer go out first.
+    await anyio.sleep(0.5)
     head = {"jsonrpc": "2.0", "id": ctx.request_context.request_id}
     start = json.dumps(head)[:-1] + ', "result": {"content": [{"type": "text", "text": "'
     os.write(1, start.encode() + b"x" * size)
