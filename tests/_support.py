@@ -74,11 +74,6 @@ def data_path(*parts: str) -> Path:
     return path
 
 
-# The name tests used while the data lived outside the repository; branches written before the
-# rename still call it. Remove once nothing does.
-shared_path = data_path
-
-
 def wait_for_hook_server(state_home: Path, timeout: float = 60.0) -> Path:
     """The socket of the hook server a hook process started for ``state_home``, once it answers.
 

@@ -25,7 +25,7 @@ from loopwarden.core.patterns import (
 )
 from loopwarden.store import GuardSession, restore_session, snapshot_session
 
-from _support import shared_path
+from _support import data_path
 
 RECOMMENDED: dict[str, Any] = {"profile": "recommended"}
 Call = tuple[str, Any, Any]
@@ -139,7 +139,7 @@ def test_an_editor_usage_message_to_reworded_edits_is_blocked_by_the_fifth_call(
 def _swe_agent_sample() -> list[Any]:
     from loopwarden.transcripts import read_transcripts
 
-    path = shared_path("samples", "swe-agent-0x__swe-agent__test-repo-i1.traj")
+    path = data_path("samples", "swe-agent-0x__swe-agent__test-repo-i1.traj")
     return next(iter(read_transcripts(path))).calls
 
 
@@ -166,7 +166,7 @@ def test_edits_that_change_nothing_are_blocked_by_the_fifth_call() -> None:
 
 
 def _corpus_run(name: str, trajectory: str) -> list[Call]:
-    path = shared_path("eval", name)
+    path = data_path("eval", name)
     with gzip.open(path, "rt", encoding="utf-8") as lines:
         rows = [json.loads(line) for line in lines if trajectory in line[:200]]
     return [
