@@ -418,13 +418,15 @@ def snapshot_session(session: GuardSession) -> dict[str, Any]:
 
 
 def _outcome_streak_row(streak: OutcomeStreak) -> list[Any]:
+    # The excerpt (the outcome's first line, for the model's message) is a piece of a result:
+    # stored state keeps hashes and counts only, so a restored stretch is named without it.
     return [
         streak.result_hash,
         streak.length,
         streak.first_signature,
         streak.varied,
         list(streak.tools),
-        streak.excerpt,
+        "",
         streak.blocked_at,
         streak.mute,
     ]
