@@ -296,6 +296,14 @@ _TOOLS = {"A": ("get_weather", {"city": "Paris"}), "B": ("get_weather", {"city":
 _WEATHER = {"Paris": "21C", "Rome": "17C"}
 
 
+def _report(guard: lw.LoopGuard, tool: str, params: dict[str, Any], call: str, batch: str) -> None:
+    """The call's outcome: each city its own weather."""
+    result = _WEATHER[params["city"]]
+    guard.after_tool_call(
+        "s", tool, params, result=result, run_id="r", tool_call_id=call, batch=batch
+    )
+
+
 def _turns(order: str, turns: list[str]) -> tuple[int, list[str]]:
     """Run ``turns`` (each a string of calls, e.g. ``"AB"``) through a fresh recommended guard;
     ``order`` "each" reports each outcome before the next call of the turn, "all" reports them
@@ -313,27 +321,11 @@ def _turns(order: str, turns: list[str]) -> tuple[int, list[str]]:
             decided.append((tool, params, call_id, decision))
             if order == "each" and decision.allowed:
                 ran += 1
-                guard.after_tool_call(
-                    "s",
-                    tool,
-                    params,
-                    result=_WEATHER[params["city"]],
-                    run_id="r",
-                    tool_call_id=call_id,
-                    batch=batch,
-                )
+                _report(guard, tool, params, call_id, batch)
         for tool, params, call_id, decision in decided if order == "all" else ():
             if decision.allowed:
                 ran += 1
-                guard.after_tool_call(
-                    "s",
-                    tool,
-                    params,
-                    result=_WEATHER[params["city"]],
-                    run_id="r",
-                    tool_call_id=call_id,
-                    batch=batch,
-                )
+                _report(guard, tool, params, call_id, batch)
         actions.append("".join(d.action[0] for *_, d in decided))
         if "s" in actions[-1]:
             break

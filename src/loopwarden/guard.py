@@ -571,30 +571,20 @@ class LoopGuard:
             record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
             if config.detectors.consecutive_repeat:
                 self._count_call(session, run, signature)
-        if not stopping:
-            events.append(
-                self._event(
-                    session,
-                    run,
-                    "block",
-                    verdict=verdict,
-                    tool=tool,
-                    args_hash=signature,
-                    call_id=tool_call_id,
-                )
-            )
-            return Decision("block", message, verdict, blocked_result(message))
+        action: Action = "stop" if stopping else "block"
         events.append(
             self._event(
                 session,
                 run,
-                "stop",
+                action,
                 verdict=verdict,
                 tool=tool,
                 args_hash=signature,
                 call_id=tool_call_id,
             )
         )
+        if not stopping:
+            return Decision("block", message, verdict, blocked_result(message))
         session.keep_run(session.stopped, run, message)
         session.run(run, self.agent_id).stop_reason = as_stop_message(record_message(verdict, tool))
         error = LoopStoppedError(
