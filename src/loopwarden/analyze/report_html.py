@@ -73,7 +73,7 @@ tr.changed td{font-weight:600}
 .legend span.c{vertical-align:middle}
 .traj{border-top:1px solid #eee;padding:.6rem 0;break-inside:avoid}
 .traj h3{font-size:.95rem;margin:0 0 .3rem;word-break:break-all}
-.traj .info{color:#555;font-size:.85rem}
+.traj .info{color:#555;font-size:.85rem;overflow-wrap:anywhere}
 .timeline{display:flex;flex-wrap:wrap;gap:2px;margin-top:.3rem}
 .c{display:inline-block;width:12px;height:18px;border-radius:2px}
 .c.ok{background-color:rgb(46,160,67)}
