@@ -7,6 +7,7 @@ Run from the repository root: ``python -m bench.bench_config``. "reference json5
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 import time
@@ -43,6 +44,8 @@ def _best_of(runs: int, work: Callable[[], object]) -> float:
 
 def main() -> None:
     """Print parse times per file size and format."""
+    # No options: the parser gives ``--help`` and refuses stray arguments instead of ignoring them.
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     folder = Path(tempfile.mkdtemp(prefix="lw-bench-config-"))
     print(f"{'file':<28}{'bytes':>10}{'reference json5':>18}{'load_config':>14}")
     for agents in (10, 200, 2000):
