@@ -142,6 +142,42 @@ def test_claude_code_failing_loop_warn_block_then_stop(db: Path) -> None:
     assert hook.send(_claude_call(9, "npm test", prompt="p2")[0]) is None
 
 
+@pytest.mark.parametrize(
+    ("file_block", "overrides", "first_denied"),
+    [
+        ({"enabled": True}, [], 21),  # an OpenClaw config runs exactly as OpenClaw: the 21st
+        ({}, [], 21),  # the hooks turn detection on when a file leaves `enabled` out
+        ({"profile": "recommended"}, [], BLOCKED),  # a file that names the profile
+        (None, ["consecutiveCriticalThreshold=5"], 6),  # --set alone: over the default profile
+        (None, ["profile=openclaw"], 21),
+    ],
+)
+def test_a_config_file_means_what_it_says(
+    tmp_path: Path, file_block: dict[str, Any] | None, overrides: list[str], first_denied: int
+) -> None:
+    path = None
+    if file_block is not None:
+        path = tmp_path / "openclaw.json"
+        path.write_text(json.dumps({"tools": {"loopDetection": file_block}}))
+    denied = None
+    for n in range(1, 23):
+        pre, post = _claude_call(n, "npm test")
+        text = hook_cmd.handle(
+            "claude-code", json.dumps(pre), path and str(path), overrides, str(tmp_path / "runs.db")
+        )
+        if text and json.loads(text)["hookSpecificOutput"].get("permissionDecision") == "deny":
+            denied = n
+            break
+        hook_cmd.handle(
+            "claude-code",
+            json.dumps(post),
+            path and str(path),
+            overrides,
+            str(tmp_path / "runs.db"),
+        )
+    assert denied == first_denied
+
+
 def test_claude_code_post_compaction_guard_ends_the_run(db: Path) -> None:
     hook = Hook("claude-code", db, ["profile=openclaw"])
     outcomes = []
@@ -787,7 +823,7 @@ def test_the_server_applies_each_hook_s_own_settings(tmp_path: Path) -> None:
     # A relative --db and --config are the hook's own working folder's, not the server's.
     work = tmp_path / "project"
     work.mkdir()
-    block = {"consecutiveCriticalThreshold": BLOCKED + 2}
+    block = {"profile": "recommended", "consecutiveCriticalThreshold": BLOCKED + 2}
     (work / "lw.json").write_text(json.dumps({"tools": {"loopDetection": block}}))
     args = ["--config", "lw.json", "--db", "own.db"]
     answers = []

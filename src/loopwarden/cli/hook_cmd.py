@@ -31,13 +31,14 @@ if TYPE_CHECKING:
     from loopwarden.stores.sqlite import SQLiteStore
 
 DEFAULT_PROFILE = "recommended"
-"""The profile the hooks use unless the config names one (why: docs/coding-agents.md)."""
+"""The profile the hooks use without a config file (why: docs/coding-agents.md)."""
 
 _DESCRIPTION = (
     "Read one hook event of a coding CLI on stdin and answer in that CLI's format: the "
     "guard's decision before a tool runs, the outcome recorded after it, the post-compaction "
-    "guard armed at a compaction. Detection is on, with the 'recommended' profile unless the "
-    "config names another. State and run records live in "
+    "guard armed at a compaction. Detection is on, with the 'recommended' profile unless "
+    "--config gives a file (which means what it says, as in OpenClaw) or --set names another. "
+    "State and run records live in "
     "$XDG_STATE_HOME/loopwarden/runs.db (see 'loopwarden runs'). Installed by "
     "'loopwarden hooks install AGENT'; it always lets the call proceed when loopwarden itself "
     "has a problem, with one line on stderr."
@@ -353,10 +354,13 @@ def _tame_text(value: str) -> str:
 
 
 def hook_config(path: str | None, overrides: list[str]) -> ResolvedConfig:
-    """The resolved config of a hook: the file's block and ``--set``s, over the default profile.
+    """The resolved config of a hook: the file's block and ``--set``s.
 
-    Lenient like the runtime resolution everywhere (invalid values fall back to defaults);
-    ``hooks install`` and ``hooks status`` check the same inputs strictly.
+    A config file means what it says, as in OpenClaw (its own profile, else ``openclaw``), so an
+    OpenClaw config runs exactly; without a file the ``--set`` keys go over the default profile.
+    Detection is on unless the file or a ``--set`` turns it off. Lenient like the runtime
+    resolution everywhere (invalid values fall back to defaults); ``hooks install`` and
+    ``hooks status`` check the same inputs strictly.
     """
     from loopwarden.cli._options import apply_overrides
     from loopwarden.core.config import (
@@ -372,8 +376,9 @@ def hook_config(path: str | None, overrides: list[str]) -> ResolvedConfig:
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")
         block = dict(effective_config(raw, None) if is_full_config(raw) else raw)
+    else:
+        block["profile"] = DEFAULT_PROFILE  # a --set profile=... still wins
     block = apply_overrides(block, overrides)
-    block.setdefault("profile", DEFAULT_PROFILE)
     block.setdefault("enabled", True)
     return resolve_config(block)
 

@@ -157,6 +157,7 @@ def _install(args: argparse.Namespace) -> int:
     print(f"Installed loopwarden's hooks for {_NAMES[args.agent]} in {_shown(target.path)}")
     print(f"  events:  {printable(', '.join(events))}")
     print(f"  command: {printable(command)}")
+    print(f"  profile: {_profile_line(args)}")
     if file.raw is not None:
         print(f"  backup:  {_shown(file.backup)} (the file as it was; uninstall puts it back)")
     other = _other_scope(target, args.project)
@@ -209,6 +210,18 @@ def _checked_options(args: argparse.Namespace) -> list[str]:
     if args.db:
         options += ["--db", str(Path(args.db).resolve())]
     return options
+
+
+def _profile_line(args: argparse.Namespace) -> str:
+    """Which profile the installed hook runs, and why (a file means what it says)."""
+    from loopwarden.cli.hook_cmd import DEFAULT_PROFILE, hook_config
+
+    resolved = hook_config(args.config, args.overrides)
+    if args.config:
+        source = f"from {_shown(args.config)}" + (" and --set" if args.overrides else "")
+    else:
+        source = "--set" if resolved.profile != DEFAULT_PROFILE else "no config file given"
+    return f"{resolved.profile} ({source})"
 
 
 def _uninstall(args: argparse.Namespace) -> int:
