@@ -121,12 +121,20 @@ def socket_path() -> str | None:
 
 
 def _tag() -> str:
-    """Names the interpreter and the loopwarden it runs: another one gets its own server."""
+    """Names the interpreter and the loopwarden it runs, and where it exports loop events: another
+    one gets its own server.
+
+    The server sets up OpenTelemetry export once, from the ``OTEL_*`` variables it started with;
+    a hook with other ones (told to export, or to export elsewhere) needs a server of its own.
+    """
     from loopwarden._version import __version__
 
     here = os.path.abspath(__file__)
     stamp = os.stat(here).st_mtime_ns  # a reinstall of the same version gets a new server
-    text = f"{sys.executable}\0{here}\0{__version__}\0{stamp}".encode("utf-8", "surrogateescape")
+    otel = "\0".join(sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("OTEL_")))
+    text = f"{sys.executable}\0{here}\0{__version__}\0{stamp}\0{otel}".encode(
+        "utf-8", "surrogateescape"
+    )
     value = 0xCBF29CE484222325  # FNV-1a, 64 bits: stable across processes, unlike hash()
     for byte in text:
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
