@@ -374,6 +374,69 @@ def test_a_run_traced_through_the_adapter_and_exported_is_analysed_to_the_same_d
     assert {name for name, _ in on_spans} == {"execute_tool get_weather"}
 
 
+def test_pydantic_ais_own_genai_spans_are_analysed_to_the_same_decisions(
+    provider: TracerProvider, tmp_path: Path
+) -> None:
+    """PydanticAI's own instrumentation (GenAI conventions) records each call as the model saw
+    it: a warning appended to the result, a blocked call as an error. loopwarden's events on the
+    same spans say which is which, so the replay decides as the live guard did."""
+    require_module("pydantic_ai", "pydantic-ai")
+    from pydantic_ai import Agent, InstrumentationSettings
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import RequestUsage
+
+    from loopwarden.adapters.pydantic_ai import LoopGuardCapability
+
+    found = InMemorySpanExporter()
+    own = TracerProvider()  # the agent's own provider, as PydanticAI lets an application pass
+    own.add_span_processor(SimpleSpanProcessor(found))
+    made = []
+
+    def respond(messages: Any, info: Any) -> ModelResponse:
+        if len(made) == 6:
+            return ModelResponse(parts=[TextPart("I give up.")])
+        made.append(f"c{len(made)}")
+        call = ToolCallPart("get_weather", {"city": "Paris"}, tool_call_id=made[-1])
+        return ModelResponse(
+            parts=[call], usage=RequestUsage(input_tokens=100 + len(made), output_tokens=7)
+        )
+
+    guard = LoopGuard(CONFIG)
+    live: list[LoopEvent] = []
+    guard.subscribe(live.append)
+    agent: Any = Agent(
+        FunctionModel(respond, model_name="scripted"),
+        capabilities=[
+            Instrumentation(InstrumentationSettings(tracer_provider=own)),
+            LoopGuardCapability(guard),
+        ],
+    )
+
+    @agent.tool_plain(retries=0)
+    def get_weather(city: str) -> str:
+        return f"It is 21C in {city}."
+
+    agent.run_sync("weather?")
+    spans = found.get_finished_spans()
+    path = write_otlp_file(tmp_path / "pydantic-ai.jsonl", [spans])
+    assert {e.action for e in live} >= {"warn", "block"}
+    results = [s.attributes.get("gen_ai.tool.call.result") for s in spans]
+    assert any("WARNING:" in str(result) for result in results)  # as the model saw it
+
+    [run] = read_transcripts(path)
+    assert [call.tool_call_id for call in run.calls] == made
+    report = analyze_json(path, "warningThreshold=2", "criticalThreshold=4")
+    [replayed] = report["trajectories"]
+    assert [
+        (e["action"], made[e["index"]], e["detector"], e["count"]) for e in replayed["events"]
+    ] == [(e.action, e.tool_call_id, e.detector, e.count) for e in live]
+    # Each chat span's token counts go on the call its response issued.
+    assert replayed["spend"]["input_tokens"] == sum(100 + i for i in range(1, 7))
+    assert replayed["spend"]["model"] == "scripted"
+
+
 def test_openinference_langchain_tool_spans_are_read_back(
     exporter: InMemorySpanExporter, provider: TracerProvider, tmp_path: Path
 ) -> None:

@@ -10,6 +10,8 @@ same. A span is a tool call when it follows either convention:
   ``output.value`` (a LangChain ``ToolMessage`` serialised there is read back to its content).
 
 Arguments that hold a JSON value are parsed; a span whose status is an error is a failed call.
+loopwarden's own event on a call's span (``loopwarden.loop``) says what the guard did there: a
+blocked or stopped call never ran, and a warning appended to the result is taken off it.
 A trace's spans may arrive over many lines (batches): they are gathered per ``traceId`` and
 ordered by start time. Traces without tool spans are not runs and are left out. A model call's
 span (GenAI ``chat``, OpenInference ``LLM``) gives its tokens to the first tool call after it.
@@ -160,7 +162,31 @@ def _tool_call(span: Any) -> tuple[int, ToolCall] | None:
         call.error = str(status.get("message") or "error")
     if output is not MISSING:
         call.result = output
+    _own_answer(call, span)
     return start, call
+
+
+def _own_answer(call: ToolCall, span: dict[str, Any]) -> None:
+    """What loopwarden itself did to the call, read from its event on the call's span.
+
+    A block or stop: the call never ran (its error is the guard's refusal), as in a session
+    log of a CLI with loopwarden's hook. A warning: the adapters append it to the result the
+    model sees, which instrumentation records; it is not the tool's output, and an identical
+    result must not look different on replay.
+    """
+    for event in _list(span, "events"):
+        if not isinstance(event, dict) or event.get("name") != "loopwarden.loop":
+            continue
+        attrs = attributes(_list(event, "attributes"))
+        message = attrs.get("loopwarden.message")
+        if attrs.get("loopwarden.action") in ("block", "stop"):
+            call.refused = True
+            call.result, call.error = MISSING, None
+        elif isinstance(message, str) and isinstance(call.result, str):
+            if call.result == message:
+                call.result = ""
+            elif call.result.endswith("\n\n" + message):
+                call.result = call.result[: -len(message) - 2]
 
 
 def attributes(items: Iterable[Any]) -> dict[str, Any]:
