@@ -503,3 +503,29 @@ def test_each_runs_strip_shows_its_spend_and_the_part_after_the_first_block(
         assert float(bar.group(2)) == pytest.approx(120 * cost / max(costs), abs=0.1)
     assert "<table id='spend-by-tool'>" in html and "<table id='spend-by-detector'>" in html
     assert "table price of claude-sonnet-4-5" in html  # the OpenClaw run: how it was priced
+
+
+def test_openhands_runs_spend_their_last_accumulated_stats(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A real OpenHands SDK event log: ``stats`` updates accumulate over the run, per LLM."""
+    path = SAMPLES / "openhands-sdk__goal-fixture-events.jsonl"
+    last = None
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("key") == "stats":
+            last = event["value"]["usage_to_metrics"]
+    assert last is not None
+    usages = [metrics["accumulated_token_usage"] for metrics in last.values()]
+    [run] = analyze(capsys, str(path))["trajectories"]
+    spend = run["spend"]
+    assert (spend["input_tokens"], spend["output_tokens"], spend["cached_tokens"]) == (
+        sum(u["prompt_tokens"] for u in usages),
+        sum(u["completion_tokens"] for u in usages),
+        sum(u["cache_read_tokens"] for u in usages),
+    )
+    assert spend["model"] == next(iter(last.values()))["model_name"]
+    # LiteLLM accumulates 0 for a model it has no price for: unknown, not free; and the table
+    # does not list this model, so the run stays unpriced.
+    assert {m["accumulated_cost"] for m in last.values()} == {0.0}
+    assert spend["cost"] is None and spend["cost_source"] is None
