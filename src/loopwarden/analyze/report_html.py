@@ -438,7 +438,11 @@ def _spend(totals: SpendTotals) -> str:
         for name, entry in sorted(totals.per_model.items())
         if entry["spend"].cost is not None
     ]
-    lines = "".join(f"<p class='meta'>{escape(line)}</p>" for line in spend_lines(totals))
+    lines = "".join(
+        f"<p class='meta'>{escape(line)}</p>"
+        for line in spend_lines(totals)
+        if not line.startswith(("Per tool", "Per detector"))  # the tables below say these
+    )
     if not rows:
         return f"<h2 class='part'>What the runs spent</h2>{lines}\n" if lines else ""
     top = max(cost for _, cost, _ in rows) or 1.0
