@@ -59,6 +59,11 @@ def usage(message: dict[str, Any]) -> Usage | None:
     )
 
 
+def spent_tokens(spent: Usage) -> int:
+    """A response's tokens in all (prompt and output), for the report's token figures."""
+    return (spent.input_tokens or 0) + (spent.output_tokens or 0)
+
+
 def model_name(value: Any) -> str | None:
     """A recorded model name, or None."""
     # Claude Code writes "<synthetic>" on messages it made up itself (an API error, say).
@@ -113,6 +118,7 @@ def _message(linker: CallLinker, message: dict[str, Any], position: int) -> None
                     tool_call_id=str(block_id) if block_id is not None else None,
                     line=position,
                     usage=spent,
+                    tokens=None if spent is None else spent_tokens(spent),
                 )
             )
             spent = None  # a response's tokens go on its first call
