@@ -437,6 +437,85 @@ def test_pydantic_ais_own_genai_spans_are_analysed_to_the_same_decisions(
     assert replayed["spend"]["model"] == "scripted"
 
 
+def adk_weather_run(guard: LoopGuard, calls: int) -> None:
+    """A Google ADK agent whose scripted model asks the weather of Paris ``calls`` times; ADK's
+    own tracing records it on the process's tracer provider."""
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    from loopwarden.adapters.google_adk import LoopGuardPlugin
+
+    class Scripted(BaseLlm):
+        model: str = "scripted"
+        made: int = 0
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            if self.made == calls:
+                yield LlmResponse(
+                    content=types.Content(role="model", parts=[types.Part(text="ok")])
+                )
+                return
+            self.made += 1
+            call = types.FunctionCall(
+                name="get_weather", args={"city": "Paris"}, id=f"c{self.made}"
+            )
+            yield LlmResponse(
+                content=types.Content(role="model", parts=[types.Part(function_call=call)])
+            )
+
+    def get_weather(city: str) -> dict[str, str]:
+        """Current weather of a city."""
+        return {"report": f"It is 21C in {city}."}
+
+    agent = LlmAgent(name="weather", model=Scripted(), tools=[get_weather])
+    app = App(name="app", root_agent=agent, plugins=[LoopGuardPlugin(guard)])
+    runner = InMemoryRunner(app=app)
+
+    async def run() -> None:
+        session = await runner.session_service.create_session(app_name="app", user_id="u")
+        message = types.Content(role="user", parts=[types.Part(text="weather?")])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            pass
+
+    asyncio.run(run())
+
+
+def test_google_adks_own_spans_replay_to_the_same_decisions_when_they_record_content(
+    exporter: InMemorySpanExporter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Google ADK traces its tool calls itself; with content capture on, its spans hold the
+    arguments and the result as the model saw it (the plugin's warning under a key of its own),
+    and the replay reaches the live decisions. Without, the report says the calls cannot be
+    told apart."""
+    require_module("google.adk", "google-adk")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    guard = LoopGuard(CONFIG)
+    live: list[LoopEvent] = []
+    guard.subscribe(live.append)
+    adk_weather_run(guard, 6)
+    spans = exporter.get_finished_spans()
+    path = write_otlp_file(tmp_path / "adk.jsonl", [spans])
+    results = [str(span.attributes.get("gen_ai.tool.call.result")) for span in spans]
+    assert any("loopwarden_warning" in result for result in results)
+
+    report = analyze_json(path, "warningThreshold=2", "criticalThreshold=4")
+    [replayed] = report["trajectories"]
+    assert [(e["action"], f"c{e['index'] + 1}", e["count"]) for e in replayed["events"]] == [
+        (e.action, e.tool_call_id, e.count) for e in live
+    ]
+    assert {e.action for e in live} >= {"warn", "block"} and report["warnings"] == []
+
+    exporter.clear()
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    adk_weather_run(LoopGuard(CONFIG), 3)
+    bare = write_otlp_file(tmp_path / "adk-bare.jsonl", [exporter.get_finished_spans()])
+    assert "3 of 3 tool spans record no arguments" in analyze_json(bare)["warnings"][0]
+
+
 def test_openinference_langchain_tool_spans_are_read_back(
     exporter: InMemorySpanExporter, provider: TracerProvider, tmp_path: Path
 ) -> None:
