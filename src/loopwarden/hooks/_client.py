@@ -131,7 +131,9 @@ def _tag() -> str:
 
     here = os.path.abspath(__file__)
     stamp = os.stat(here).st_mtime_ns  # a reinstall of the same version gets a new server
-    otel = "\0".join(sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("OTEL_")))
+    # Keys first: reading every value would decode them all (a few times the cost).
+    env = os.environ
+    otel = "\0".join(sorted(f"{k}={env[k]}" for k in env if k.startswith("OTEL_")))
     text = f"{sys.executable}\0{here}\0{__version__}\0{stamp}\0{otel}".encode(
         "utf-8", "surrogateescape"
     )
