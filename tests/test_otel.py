@@ -374,6 +374,148 @@ def test_a_run_traced_through_the_adapter_and_exported_is_analysed_to_the_same_d
     assert {name for name, _ in on_spans} == {"execute_tool get_weather"}
 
 
+def test_pydantic_ais_own_genai_spans_are_analysed_to_the_same_decisions(
+    provider: TracerProvider, tmp_path: Path
+) -> None:
+    """PydanticAI's own instrumentation (GenAI conventions) records each call as the model saw
+    it: a warning appended to the result, a blocked call as an error. loopwarden's events on the
+    same spans say which is which, so the replay decides as the live guard did."""
+    require_module("pydantic_ai", "pydantic-ai")
+    from pydantic_ai import Agent, InstrumentationSettings
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import RequestUsage
+
+    from loopwarden.adapters.pydantic_ai import LoopGuardCapability
+
+    found = InMemorySpanExporter()
+    own = TracerProvider()  # the agent's own provider, as PydanticAI lets an application pass
+    own.add_span_processor(SimpleSpanProcessor(found))
+    made = []
+
+    def respond(messages: Any, info: Any) -> ModelResponse:
+        if len(made) == 6:
+            return ModelResponse(parts=[TextPart("I give up.")])
+        made.append(f"c{len(made)}")
+        call = ToolCallPart("get_weather", {"city": "Paris"}, tool_call_id=made[-1])
+        return ModelResponse(
+            parts=[call], usage=RequestUsage(input_tokens=100 + len(made), output_tokens=7)
+        )
+
+    guard = LoopGuard(CONFIG)
+    live: list[LoopEvent] = []
+    guard.subscribe(live.append)
+    agent: Any = Agent(
+        FunctionModel(respond, model_name="scripted"),
+        capabilities=[
+            Instrumentation(InstrumentationSettings(tracer_provider=own)),
+            LoopGuardCapability(guard),
+        ],
+    )
+
+    @agent.tool_plain(retries=0)
+    def get_weather(city: str) -> str:
+        return f"It is 21C in {city}."
+
+    agent.run_sync("weather?")
+    spans = found.get_finished_spans()
+    path = write_otlp_file(tmp_path / "pydantic-ai.jsonl", [spans])
+    assert {e.action for e in live} >= {"warn", "block"}
+    results = [s.attributes.get("gen_ai.tool.call.result") for s in spans]
+    assert any("WARNING:" in str(result) for result in results)  # as the model saw it
+
+    [run] = read_transcripts(path)
+    assert [call.tool_call_id for call in run.calls] == made
+    report = analyze_json(path, "warningThreshold=2", "criticalThreshold=4")
+    [replayed] = report["trajectories"]
+    assert [
+        (e["action"], made[e["index"]], e["detector"], e["count"]) for e in replayed["events"]
+    ] == [(e.action, e.tool_call_id, e.detector, e.count) for e in live]
+    # Each chat span's token counts go on the call its response issued.
+    assert replayed["spend"]["input_tokens"] == sum(100 + i for i in range(1, 7))
+    assert replayed["spend"]["model"] == "scripted"
+
+
+def adk_weather_run(guard: LoopGuard, calls: int) -> None:
+    """A Google ADK agent whose scripted model asks the weather of Paris ``calls`` times; ADK's
+    own tracing records it on the process's tracer provider."""
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    from loopwarden.adapters.google_adk import LoopGuardPlugin
+
+    class Scripted(BaseLlm):
+        model: str = "scripted"
+        made: int = 0
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            if self.made == calls:
+                yield LlmResponse(
+                    content=types.Content(role="model", parts=[types.Part(text="ok")])
+                )
+                return
+            self.made += 1
+            call = types.FunctionCall(
+                name="get_weather", args={"city": "Paris"}, id=f"c{self.made}"
+            )
+            yield LlmResponse(
+                content=types.Content(role="model", parts=[types.Part(function_call=call)])
+            )
+
+    def get_weather(city: str) -> dict[str, str]:
+        """Current weather of a city."""
+        return {"report": f"It is 21C in {city}."}
+
+    agent = LlmAgent(name="weather", model=Scripted(), tools=[get_weather])
+    app = App(name="app", root_agent=agent, plugins=[LoopGuardPlugin(guard)])
+    runner = InMemoryRunner(app=app)
+
+    async def run() -> None:
+        session = await runner.session_service.create_session(app_name="app", user_id="u")
+        message = types.Content(role="user", parts=[types.Part(text="weather?")])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            pass
+
+    asyncio.run(run())
+
+
+def test_google_adks_own_spans_replay_to_the_same_decisions_when_they_record_content(
+    exporter: InMemorySpanExporter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Google ADK traces its tool calls itself; with content capture on, its spans hold the
+    arguments and the result as the model saw it (the plugin's warning under a key of its own),
+    and the replay reaches the live decisions. Without, the report says the calls cannot be
+    told apart."""
+    require_module("google.adk", "google-adk")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    guard = LoopGuard(CONFIG)
+    live: list[LoopEvent] = []
+    guard.subscribe(live.append)
+    adk_weather_run(guard, 6)
+    spans = exporter.get_finished_spans()
+    path = write_otlp_file(tmp_path / "adk.jsonl", [spans])
+    results = [str(span.attributes.get("gen_ai.tool.call.result")) for span in spans]
+    assert any("loopwarden_warning" in result for result in results)
+
+    report = analyze_json(path, "warningThreshold=2", "criticalThreshold=4")
+    [replayed] = report["trajectories"]
+    assert [(e["action"], f"c{e['index'] + 1}", e["count"]) for e in replayed["events"]] == [
+        (e.action, e.tool_call_id, e.count) for e in live
+    ]
+    assert {e.action for e in live} >= {"warn", "block"} and report["warnings"] == []
+
+    exporter.clear()
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    adk_weather_run(LoopGuard(CONFIG), 3)
+    bare = write_otlp_file(tmp_path / "adk-bare.jsonl", [exporter.get_finished_spans()])
+    assert "3 of 3 tool spans record no arguments" in analyze_json(bare)["warnings"][0]
+
+
 def test_openinference_langchain_tool_spans_are_read_back(
     exporter: InMemorySpanExporter, provider: TracerProvider, tmp_path: Path
 ) -> None:

@@ -32,7 +32,7 @@ from loopwarden.analyze.replay import (
 )
 from loopwarden.analyze.report_text import duration, skipped_text
 from loopwarden.analyze.runner import Analysis, Totals
-from loopwarden.analyze.spend import SpendTotals, spend_lines
+from loopwarden.analyze.spend import SpendTotals, how_priced, spend_lines, usd
 from loopwarden.analyze.sweep import Variant, sweep_row
 from loopwarden.core.config import ResolvedConfig
 
@@ -76,6 +76,7 @@ tr.changed td{font-weight:600}
 .traj .info{color:#555;font-size:.85rem;overflow-wrap:anywhere}
 .timeline{display:flex;flex-wrap:wrap;gap:2px;margin-top:.3rem}
 .c{display:inline-block;width:12px;height:18px;border-radius:2px}
+.runspend{align-self:center;margin-left:.5rem}
 .c.ok{background-color:rgb(46,160,67)}
 .c.warning{background-color:rgb(230,170,20)}
 .c.block{background-color:rgb(207,34,46)}
@@ -181,8 +182,12 @@ def _page(
         f"{loops or len(reports)}</span> of {len(reports)}</p>\n"
         f"<main{' class=only-loops' if loops else ''}>\n"
     )
+    top = max(
+        (r.spend.total.cost for r in reports if r.spend and r.spend.total.cost is not None),
+        default=0.0,
+    )
     for report in worst_first(list(reports)):
-        yield _trajectory(report)
+        yield _trajectory(report, top)
     yield "</main>\n"
     yield _settings(analysis.configs[0])
     yield f"<script>{_JS}</script>\n</body></html>\n"
@@ -368,7 +373,7 @@ def _legend() -> str:
     return f"<p class='legend'>{items}</p>\n"
 
 
-def _trajectory(report: TrajectoryReport) -> str:
+def _trajectory(report: TrajectoryReport, top_cost: float = 0.0) -> str:
     has_loop = bool(report.events)
     by_index: dict[int, list[Mark]] = {}
     for mark in report.marks:
@@ -389,32 +394,55 @@ def _trajectory(report: TrajectoryReport) -> str:
     return (
         f"<section class='{css}' data-id='{escape(report.id, quote=True)}'>"
         f"<h3>{escape(report.id)}</h3><div class='info'>{info}</div>"
-        f"<div class='timeline'>{cells}</div>{_args(report)}{_why(report)}</section>\n"
+        f"<div class='timeline'>{cells}{_strip_bar(report, top_cost)}</div>{_args(report)}"
+        f"{_why(report)}</section>\n"
     )
 
 
 def _run_spend(report: TrajectoryReport) -> str:
-    """`` · $X spent ($Y after the first block or stop)`` where the run's money is known."""
+    """`` · $X spent (how) · $Y after the first block or stop`` where the run's money is known."""
     spend = report.spend
     if spend is None or spend.total.cost is None:
         return ""
-    after = (
-        ""
-        if spend.after is None
-        else f" (${spend.after.cost or 0.0:,.2f} after the first block or stop)"
+    after = "" if spend.after is None else f", {usd(spend.after.cost or 0.0)} after the first block"
+    return (
+        f" · <span class='spend'>{usd(spend.total.cost)} spent ({escape(how_priced(spend))})"
+        f"{after}</span>"
     )
-    priced = " priced from --price" if spend.cost_source == "price" else ""
-    return f" · <span class='spend'>${spend.total.cost:,.2f} spent{priced}{after}</span>"
+
+
+def _strip_bar(report: TrajectoryReport, top: float) -> str:
+    """The run's spend as a bar beside its strip, scaled to the costliest run of the page; the
+    part after the first block or stop in red."""
+    spend = report.spend
+    if spend is None or spend.total.cost is None or top <= 0:
+        return ""
+    width = 120
+    full = max(1.0, width * spend.total.cost / top)
+    after = 0.0 if spend.after is None else min(spend.after.cost or 0.0, spend.total.cost)
+    saved = full * after / spend.total.cost if spend.total.cost else 0.0
+    title = f"{usd(spend.total.cost)} spent, {usd(after)} of it after the first block or stop"
+    return (
+        f"<svg class='runspend' width='{width}' height='10' role='img' "
+        f"aria-label='{escape(title)}'><title>{escape(title)}</title>"
+        f"<rect width='{full:.1f}' height='10' fill='#9bb7d4'/>"
+        f"<rect x='{full - saved:.1f}' width='{saved:.1f}' height='10' fill='#d9534f'/></svg>"
+    )
 
 
 def _spend(totals: SpendTotals) -> str:
-    """Spend against what came after the first block or stop, per model, as bars (inline SVG)."""
+    """Spend against what came after the first block or stop, per model, as bars (inline SVG),
+    and per tool and per detector as tables."""
     rows = [
         (name, entry["spend"].cost, entry["after"].cost or 0.0)
         for name, entry in sorted(totals.per_model.items())
         if entry["spend"].cost is not None
     ]
-    lines = "".join(f"<p class='meta'>{escape(line)}</p>" for line in spend_lines(totals))
+    lines = "".join(
+        f"<p class='meta'>{escape(line)}</p>"
+        for line in spend_lines(totals)
+        if not line.startswith(("Per tool", "Per detector"))  # the tables below say these
+    )
     if not rows:
         return f"<h2 class='part'>What the runs spent</h2>{lines}\n" if lines else ""
     top = max(cost for _, cost, _ in rows) or 1.0
@@ -426,11 +454,11 @@ def _spend(totals: SpendTotals) -> str:
         bars.append(
             f"<text x='0' y='{y + 13}' font-size='12'>{escape(name)}</text>"
             f"<rect x='{label}' y='{y}' width='{full:.1f}' height='{bar}' fill='#9bb7d4'>"
-            f"<title>{escape(name)}: ${cost:,.2f} spent</title></rect>"
+            f"<title>{escape(name)}: {usd(cost)} spent</title></rect>"
             f"<rect x='{label + full - saved:.1f}' y='{y}' width='{saved:.1f}' height='{bar}' "
-            f"fill='#d9534f'><title>${after:,.2f} after the first block or stop</title></rect>"
-            f"<text x='{label + full + 6:.1f}' y='{y + 13}' font-size='12'>${cost:,.2f}"
-            f" (${after:,.2f} after)</text>"
+            f"fill='#d9534f'><title>{usd(after)} after the first block or stop</title></rect>"
+            f"<text x='{label + full + 6:.1f}' y='{y + 13}' font-size='12'>{usd(cost)}"
+            f" ({usd(after)} after)</text>"
         )
     height = len(rows) * (bar + 10)
     svg = (
@@ -441,9 +469,34 @@ def _spend(totals: SpendTotals) -> str:
     )
     key = (
         "<p class='meta'>Blue: what the runs of each model spent; red: the part after the "
-        "guard's first block or stop (what it would have saved).</p>"
+        "guard's first block or stop (what it would have saved). Each run's own bar is beside "
+        "its strip below.</p>"
     )
-    return f"<h2 class='part'>What the runs spent</h2>{lines}<div class='scroll'>{svg}</div>{key}\n"
+    tables = (
+        "<div class='tables'>"
+        + _spend_table("spend-by-tool", "tool", totals.per_tool)
+        + _spend_table("spend-by-detector", "detector (first block or stop)", totals.per_detector)
+        + "</div>"
+    )
+    return (
+        f"<h2 class='part'>What the runs spent</h2>{lines}<div class='scroll'>{svg}</div>{key}"
+        f"{tables}\n"
+    )
+
+
+def _spend_table(css_id: str, what: str, table: dict[str, dict[str, Any]]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{entry['runs']}</td><td>{usd(entry['spend'].cost)}</td>"
+        f"<td>{usd(entry['after'].cost or 0.0)}</td></tr>"
+        for name, entry in sorted(table.items(), key=lambda item: -(item[1]["spend"].cost or 0))
+        if entry["spend"].cost is not None
+    )
+    if not rows:
+        return ""
+    return (
+        f"<div class='scroll'><table id='{css_id}'><tr><th>{escape(what)}</th><th>runs</th>"
+        f"<th>spent</th><th>after the first block or stop</th></tr>{rows}</table></div>"
+    )
 
 
 def _compaction_marks(count: int) -> str:

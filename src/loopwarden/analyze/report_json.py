@@ -19,9 +19,11 @@ from loopwarden.analyze.replay import TrajectoryReport
 from loopwarden.analyze.runner import Analysis
 from loopwarden.analyze.sweep import Variant, sweep_row
 
-SCHEMA = 3
+SCHEMA = 4
 """The version of the report's shape: 2 named blocks and stops apart and counted calls from 1;
-3 added what runs spent (``spend``)."""
+3 added what runs spent (``spend``); 4 prices runs from the built-in table (``cost_source:
+"table"``, the ``price`` each run was priced at) and gives spend per tool and per detector as
+per model."""
 
 
 def _dumps(value: Any, *, indent: int | None = None) -> str:

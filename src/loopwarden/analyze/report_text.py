@@ -13,7 +13,7 @@ from loopwarden._console import PipeConsole
 from loopwarden._terminal import plural, printable
 from loopwarden.analyze.replay import Mark, TrajectoryReport, worst_first
 from loopwarden.analyze.runner import Analysis, Totals
-from loopwarden.analyze.spend import spend_lines
+from loopwarden.analyze.spend import run_line, spend_lines
 from loopwarden.analyze.sweep import Variant, sweep_row
 
 MAX_LISTED = 50  # loop trajectories detailed in the text report (worst first); json/html: all
@@ -146,6 +146,9 @@ def _print_loop(console: Console, report: TrajectoryReport) -> None:
         console.print(Text(f"  why: {printable(mark.message)}", style="dim"), soft_wrap=True)
     if first is None and warning is not None:
         console.print(Text(f"  why: {printable(warning.message)}", style="dim"), soft_wrap=True)
+    spent = run_line(report.spend)
+    if spent:
+        console.print(Text(f"  {printable(spent)}"), soft_wrap=True)
 
 
 def _print_problems(console: Console, analysis: Analysis) -> None:

@@ -72,7 +72,7 @@ class Totals:
     def add(self, report: TrajectoryReport) -> None:
         """Count one trajectory's report."""
         first_mark = report.first_block_or_stop
-        self.spend.add(report.spend, None if first_mark is None else first_mark.detector)
+        self.spend.add(report.spend, None if first_mark is None else first_mark.detector, report.id)
         self.trajectories += 1
         self.calls += report.calls
         self.with_warning += bool(report.warnings)

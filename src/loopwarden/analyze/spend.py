@@ -1,10 +1,13 @@
 """What runs spent, in tokens and money, and what they spent after the guard's first block or stop.
 
 Figures come from the transcripts (docs/transcript-formats.md says which formats record what):
-per model response where recorded (mini-swe-agent, OpenClaw, Claude Code), else the run's total
-(SWE-agent's ``model_stats``, OpenHands' accumulated cost). Money a transcript does not record
-is priced only from prices the user gives (``--price MODEL=IN,OUT``, US dollars per million
-tokens): nothing is guessed, and each run says how its money was found (``cost_source``).
+per model response where recorded (mini-swe-agent, OpenClaw, Claude Code, Codex, Gemini CLI,
+Anthropic responses), else the run's total (SWE-agent's ``model_stats``, OpenHands'
+accumulated cost). Money a transcript does not record is priced from prices the user gives
+(``--price MODEL=IN,OUT[,CACHED]``, US dollars per million tokens), else from the built-in
+table of list prices (``_prices.py``) when it lists the run's model; nothing else is guessed,
+and each run says how its money was found (``cost_source``: ``"recorded"``, ``"price"``,
+``"table"``, or None when it stays unknown).
 
 What a run spent after its first block or stop is the sum over the responses that issued the
 later calls when they are recorded one by one (``after_basis: "responses"``); with only a run
@@ -14,34 +17,51 @@ total it is the total's share of the calls that came after (``"share_of_calls"``
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopwarden.analyze._prices import LIST_PRICES, TABLE_DATE, TABLE_SOURCE
 from loopwarden.transcripts.model import ToolCall, Trajectory, Usage
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """US dollars per million tokens: prompt tokens (cached ones too) and output tokens."""
+    """US dollars per million tokens: prompt tokens, output tokens, and prompt tokens read from
+    a prompt cache (None: as other prompt tokens); ``source`` is ``"price"`` (``--price``) or
+    ``"table"`` (the built-in table)."""
 
     input: float
     output: float
+    cached: float | None = None
+    source: str = "price"
+
+    def to_json(self, name: str) -> dict[str, Any]:
+        """``{model, input, output, cached}``: the price a run was priced at, and its name."""
+        return {"model": name, "input": self.input, "output": self.output, "cached": self.cached}
 
 
 Prices = Mapping[str, Price]
-"""Model name (or ``*``: any model) → its price."""
+"""Model name (or ``*``: any model the other names miss) → its price."""
+
+TABLE_INFO = {"date": TABLE_DATE, "source": TABLE_SOURCE}
+"""What the built-in table is: when it was written and from what (the JSON report says it)."""
 
 
 def parse_price(text: str) -> tuple[str, Price]:
-    """``MODEL=IN,OUT`` (US dollars per million input and output tokens) → (model, price)."""
+    """``MODEL=IN,OUT[,CACHED]`` (US dollars per million input, output and cached input tokens)
+    → (model, price)."""
     model, sep, numbers = text.partition("=")
     parts = numbers.split(",")
     problem = None
     if not sep or not model.strip():
         problem = "it has no MODEL= part"
-    elif len(parts) != 2:
-        problem = "it needs two prices, input then output, separated by a comma"
+    elif len(parts) not in (2, 3):
+        problem = (
+            "it needs two prices, input then output (and optionally a third, cached input), "
+            "separated by commas"
+        )
     else:
         try:
             values = [float(part) for part in parts]
@@ -49,21 +69,45 @@ def parse_price(text: str) -> tuple[str, Price]:
             problem = "a price is not a number"
         else:
             if all(math.isfinite(v) and v >= 0 for v in values):
-                return model.strip(), Price(values[0], values[1])
+                cached = values[2] if len(values) == 3 else None
+                return model.strip(), Price(values[0], values[1], cached)
             problem = "a price is negative or not finite"
     raise ValueError(
         f"--price {text!r}: {problem}; write MODEL=IN,OUT in US dollars per million tokens, "
-        "for example --price my-model=3,15 (MODEL * prices every model)"
+        "for example --price my-model=3,15 (MODEL * prices every model; a third number, "
+        "MODEL=IN,OUT,CACHED, prices prompt tokens read from a cache)"
     )
 
 
-def price_for(model: str | None, prices: Prices) -> Price | None:
-    """The price of ``model``: its name, its name without a provider prefix, else ``*``."""
-    if model is not None:
-        for name in (model, model.rsplit("/", 1)[-1]):
-            if name in prices:
-                return prices[name]
-    return prices.get("*")
+def price_list(given: Iterable[tuple[str, Price]], *, table: bool = True) -> dict[str, Price]:
+    """The prices to use: the built-in table (unless ``table`` is False) overridden by ``given``
+    (``--price``), whose ``*`` applies only to models neither names."""
+    prices: dict[str, Price] = {}
+    if table:
+        for name, (inp, out, cached) in LIST_PRICES.items():
+            prices[name] = Price(inp, out, cached, "table")
+    prices.update(given)
+    return prices
+
+
+# A dated snapshot name: claude-sonnet-4-5-20250929, gpt-4o-2024-08-06.
+_SNAPSHOT = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def _names(model: str) -> list[str]:
+    """The names ``model`` is looked up by: as written, without a provider prefix
+    (``google/gemini-3-pro-preview``), without a snapshot date."""
+    base = model.rsplit("/", 1)[-1]
+    return list(dict.fromkeys((model, base, _SNAPSHOT.sub("", base))))
+
+
+def price_for(model: str | None, prices: Prices) -> tuple[str, Price] | None:
+    """The price of ``model`` and the name it was found under (a name of ``model``, else
+    ``*``); None when ``prices`` has none for it."""
+    for name in _names(model) if model is not None else ():
+        if name in prices:
+            return name, prices[name]
+    return ("*", prices["*"]) if "*" in prices else None
 
 
 @dataclass(slots=True)
@@ -83,13 +127,21 @@ class Spend:
         self.cost = _plus(self.cost, None if usage.cost is None else usage.cost * share)
 
     def priced(self, price: Price | None) -> Spend:
-        """This spend with its money from ``price`` when the transcript did not record it."""
+        """This spend with its money from ``price`` when the transcript did not record it.
+
+        Cached prompt tokens are priced at ``price.cached`` where both are known.
+        """
         if self.cost is not None or price is None:
             return self
         if self.input_tokens is None and self.output_tokens is None:
             return self
+        prompt, cached = self.input_tokens or 0, 0
+        if price.cached is not None and self.cached_tokens:
+            cached = min(self.cached_tokens, prompt)
         cost = (
-            (self.input_tokens or 0) * price.input + (self.output_tokens or 0) * price.output
+            (prompt - cached) * price.input
+            + cached * (price.cached or 0.0)
+            + (self.output_tokens or 0) * price.output
         ) / 1e6
         return Spend(self.input_tokens, self.output_tokens, self.cached_tokens, cost)
 
@@ -120,9 +172,12 @@ class RunSpend:
     model: str | None
     total: Spend
     after: Spend | None  # None: the guard neither blocked nor stopped
-    cost_source: str | None  # "recorded", "price" (from --price), or None: money unknown
+    cost_source: str | None  # "recorded", "price" (--price), "table", or None: money unknown
     after_basis: str | None  # "responses" or "share_of_calls"; None without a block or stop
-    per_tool: dict[str, Spend] = field(default_factory=dict)  # by the tool each response called
+    # By the tool each response called (its first call's tool): in all, and after.
+    per_tool: dict[str, Spend] = field(default_factory=dict)
+    per_tool_after: dict[str, Spend] = field(default_factory=dict)
+    price: tuple[str, Price] | None = None  # the price it was priced at, and its name
 
     def to_json(self) -> dict[str, Any]:
         """The trajectory's ``spend`` object (docs/analyze-json.md)."""
@@ -130,6 +185,7 @@ class RunSpend:
             "model": self.model,
             **self.total.to_json(),
             "cost_source": self.cost_source,
+            "price": None if self.price is None else self.price[1].to_json(self.price[0]),
             "after_first_block_or_stop": None if self.after is None else self.after.to_json(),
             "after_basis": self.after_basis,
         }
@@ -153,27 +209,34 @@ def run_spend(trajectory: Trajectory, first: int | None) -> RunSpend | None:
     after, basis = _after(calls, first, trajectory.usage)
     source = "recorded" if total.cost is not None else None
     spend = RunSpend(trajectory.model, total, after, source, basis)
-    for call in calls:
+    for index, call in enumerate(calls):
         if call.usage is not None:
             spend.per_tool.setdefault(call.tool, Spend()).add(call.usage)
+            if first is not None and index > first:
+                spend.per_tool_after.setdefault(call.tool, Spend()).add(call.usage)
     return spend
 
 
 def priced(spend: RunSpend | None, prices: Prices) -> RunSpend | None:
-    """``spend`` with its unrecorded money priced from ``prices`` (when they name its model)."""
+    """``spend`` with its unrecorded money priced from ``prices`` (when they have its model)."""
     if spend is None or spend.cost_source == "recorded" or not prices:
         return spend
-    price = price_for(spend.model, prices)
-    if price is None:
+    found = price_for(spend.model, prices)
+    if found is None:
         return spend
+    price = found[1]
     total = spend.total.priced(price)
+    if total.cost is None:
+        return spend
     return RunSpend(
         spend.model,
         total,
         None if spend.after is None else spend.after.priced(price),
-        "price" if total.cost is not None else None,
+        price.source,
         spend.after_basis,
         {tool: part.priced(price) for tool, part in spend.per_tool.items()},
+        {tool: part.priced(price) for tool, part in spend.per_tool_after.items()},
+        found,
     )
 
 
@@ -197,6 +260,10 @@ def _after(
     return after, "share_of_calls"
 
 
+def _pair() -> dict[str, Any]:
+    return {"runs": 0, "spend": Spend(), "after": Spend()}
+
+
 @dataclass(slots=True)
 class SpendTotals:
     """Spend summed over the runs of one report: in all, per model, per tool, per detector."""
@@ -204,33 +271,39 @@ class SpendTotals:
     total: Spend = field(default_factory=Spend)
     after: Spend = field(default_factory=Spend)
     runs: dict[str, int] = field(
-        default_factory=lambda: {"recorded": 0, "price": 0, "tokens_only": 0, "none": 0}
+        default_factory=lambda: {"recorded": 0, "price": 0, "table": 0, "tokens_only": 0, "none": 0}
     )
     per_model: dict[str, dict[str, Any]] = field(default_factory=dict)
-    per_tool: dict[str, Spend] = field(default_factory=dict)
+    per_tool: dict[str, dict[str, Any]] = field(default_factory=dict)
     per_detector: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unpriced: list[str] = field(default_factory=list)  # runs with tokens and no money: ids
 
-    def add(self, spend: RunSpend | None, detector: str | None) -> None:
-        """Count one run (``detector``: the one behind its first block or stop)."""
+    def add(self, spend: RunSpend | None, detector: str | None, run: str = "") -> None:
+        """Count one run (``detector``: the one behind its first block or stop; ``run``: its
+        id, for the runs left unpriced)."""
         if spend is None:
             self.runs["none"] += 1
             return
         self.runs[spend.cost_source or "tokens_only"] += 1
+        if spend.cost_source is None:
+            self.unpriced.append(run)
         self.total.add(spend.total)
-        model = self.per_model.setdefault(
-            spend.model or "unknown", {"runs": 0, "spend": Spend(), "after": Spend()}
-        )
+        model = self.per_model.setdefault(spend.model or "unknown", _pair())
         model["runs"] += 1
         model["spend"].add(spend.total)
         if spend.after is not None:
             self.after.add(spend.after)
             model["after"].add(spend.after)
             if detector is not None:
-                entry = self.per_detector.setdefault(detector, {"runs": 0, "after": Spend()})
+                entry = self.per_detector.setdefault(detector, _pair())
                 entry["runs"] += 1
+                entry["spend"].add(spend.total)
                 entry["after"].add(spend.after)
         for tool, part in spend.per_tool.items():
-            self.per_tool.setdefault(tool, Spend()).add(part)
+            entry = self.per_tool.setdefault(tool, _pair())
+            entry["runs"] += 1
+            entry["spend"].add(part)
+            entry["after"].add(spend.per_tool_after.get(tool, Spend(0, 0, 0, 0.0)))
 
     def to_json(self) -> dict[str, Any]:
         """The summary's ``spend`` object (docs/analyze-json.md)."""
@@ -238,51 +311,96 @@ class SpendTotals:
             **self.total.to_json(),
             "after_first_block_or_stop": self.after.to_json(),
             "runs": dict(self.runs),
-            "per_model": {
-                name: {
-                    "runs": entry["runs"],
-                    **entry["spend"].to_json(),
-                    "after_first_block_or_stop": entry["after"].to_json(),
-                }
-                for name, entry in sorted(self.per_model.items())
-            },
-            "per_tool": {name: s.to_json() for name, s in sorted(self.per_tool.items())},
-            "per_detector": {
-                name: {"runs": entry["runs"], "after_first_block_or_stop": entry["after"].to_json()}
-                for name, entry in sorted(self.per_detector.items())
-            },
+            "price_table": TABLE_INFO if self.runs["table"] else None,
+            "per_model": _entries(self.per_model),
+            "per_tool": _entries(self.per_tool),
+            "per_detector": _entries(self.per_detector),
         }
 
 
-def _usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
+def _entries(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        name: {
+            "runs": entry["runs"],
+            **entry["spend"].to_json(),
+            "after_first_block_or_stop": entry["after"].to_json(),
+        }
+        for name, entry in sorted(table.items())
+    }
+
+
+def usd(value: float | None) -> str:
+    """Money as the reports show it: ``$1,234.56``, under a cent ``$0.0036``, or ``unknown``."""
+    if value is None:
+        return "unknown"
+    return f"${value:.4f}" if 0 < value < 0.01 else f"${value:,.2f}"
+
+
+_HOW = {"recorded": "recorded", "price": "priced from --price", "table": "priced from the table"}
+MAX_NAMED = 10  # unpriced runs named in the text report
+
+
+def how_priced(spend: RunSpend) -> str:
+    """How a run's money was found: "recorded", "--price for gpt-4o", "table price of
+    gemini-2.5-flash", "unpriced"."""
+    if spend.cost_source is None or spend.price is None:
+        return "recorded" if spend.cost_source == "recorded" else "unpriced"
+    name = spend.price[0]
+    if spend.cost_source == "table":
+        return f"table price of {name}"
+    return "--price *" if name == "*" else f"--price for {name}"
+
+
+def run_line(spend: RunSpend | None) -> str:
+    """One run's spend in words (the text report's loop entries)."""
+    if spend is None:
+        return ""
+    if spend.total.cost is None:
+        tokens = (spend.total.input_tokens or 0) + (spend.total.output_tokens or 0)
+        return f"spent {tokens:,} tokens, no money recorded (--price MODEL=IN,OUT prices them)"
+    line = f"spent {usd(spend.total.cost)} ({how_priced(spend)})"
+    if spend.after is not None:
+        estimate = ", estimated" if spend.after_basis == "share_of_calls" else ""
+        line += f"; {usd(spend.after.cost or 0.0)} after the first block or stop{estimate}"
+    return line
 
 
 def spend_lines(totals: SpendTotals) -> list[str]:
-    """The text report's lines about money: in all, after the first block or stop, per model."""
+    """The text report's lines about money: in all, after the first block or stop, per model,
+    per tool and per detector; how the runs were priced; the runs left unpriced."""
     runs = totals.runs
-    costed = runs["recorded"] + runs["price"]
+    costed = runs["recorded"] + runs["price"] + runs["table"]
     lines = []
     if costed:
-        how = (
-            f" ({runs['recorded']} as recorded, {runs['price']} priced from --price)"
-            if runs["price"]
-            else ""
-        )
-        lines.append(
-            f"Spend: {_usd(totals.total.cost)} over {costed} run{'s' * (costed != 1)}{how}; "
-            f"after the guard's first block or stop: {_usd(totals.after.cost or 0.0)}."
-        )
-        models = [
-            f"{name} {_usd(entry['spend'].cost)} (after: {_usd(entry['after'].cost or 0.0)})"
-            for name, entry in sorted(totals.per_model.items())
-            if entry["spend"].cost is not None
+        kinds = [
+            f"{runs[kind]} {_HOW[kind]}" for kind in ("recorded", "price", "table") if runs[kind]
         ]
-        lines.append("Per model: " + "; ".join(models) + ".")
+        lines.append(
+            f"Spend: {usd(totals.total.cost)} over {costed} run{'s' * (costed != 1)} "
+            f"({', '.join(kinds)}); after the guard's first block or stop: "
+            f"{usd(totals.after.cost or 0.0)}."
+        )
+        for title, table in (
+            ("Per model", totals.per_model),
+            ("Per tool", totals.per_tool),
+            ("Per detector", totals.per_detector),
+        ):
+            parts = [
+                f"{name} {usd(entry['spend'].cost)} (after: {usd(entry['after'].cost or 0.0)})"
+                for name, entry in sorted(table.items())
+                if entry["spend"].cost is not None
+            ]
+            if parts:
+                lines.append(f"{title}: " + "; ".join(parts) + ".")
+        if runs["table"]:
+            lines.append(f"Table prices: {TABLE_SOURCE}; --price overrides them.")
     if runs["tokens_only"]:
+        named = ", ".join(totals.unpriced[:MAX_NAMED])
+        more = len(totals.unpriced) - MAX_NAMED
         lines.append(
             f"{runs['tokens_only']} "
             f"{'run records' if runs['tokens_only'] == 1 else 'runs record'} tokens but no "
-            "money: --price MODEL=IN,OUT (US dollars per million tokens) prices them."
+            f"money and no price ({named}{f' and {more} more' if more > 0 else ''}): "
+            "--price MODEL=IN,OUT (US dollars per million tokens) prices them."
         )
     return lines

@@ -97,13 +97,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--price",
-        metavar="MODEL=IN,OUT",
+        metavar="MODEL=IN,OUT[,CACHED]",
         action="append",
         type=_price,
         default=[],
-        help="US dollars per million input and output tokens of MODEL (* for any model), for "
-        "runs whose transcripts record tokens but no money (repeatable); the report says which "
-        "runs were priced this way",
+        help="US dollars per million input and output tokens of MODEL (and, optionally, cached "
+        "input tokens; * for any model the other prices miss), for runs whose transcripts "
+        "record tokens but no money (repeatable; overrides the built-in table of list prices); "
+        "the report says how each run was priced",
+    )
+    parser.add_argument(
+        "--no-price-table",
+        action="store_true",
+        help="do not price runs from the built-in table of list prices (docs/costs.md): only "
+        "from --price",
     )
     parser.set_defaults(handler=run)
 
@@ -346,6 +353,7 @@ def _analyze_and_write(
     """Replay everything, streaming jsonl lines as they come, then write the report."""
     from loopwarden.analyze import report_html, report_json, report_text
     from loopwarden.analyze.runner import run_analysis
+    from loopwarden.analyze.spend import price_list
 
     sources, input_errors = inputs
     streaming = args.output == "jsonl" and not args.sweep
@@ -370,7 +378,7 @@ def _analyze_and_write(
             on_file=advance,
             record=args.record,
             fields=args.fields,
-            prices=dict(args.price),
+            prices=price_list(args.price, table=not args.no_price_table),
         )
     analysis.errors[:0] = input_errors
     if not any(totals.trajectories for totals in analysis.totals):

@@ -121,12 +121,26 @@ def socket_path() -> str | None:
 
 
 def _tag() -> str:
-    """Names the interpreter and the loopwarden it runs: another one gets its own server."""
+    """Names the interpreter and the loopwarden it runs, and where it exports loop events: another
+    one gets its own server.
+
+    The server sets up OpenTelemetry export once, from the ``OTEL_*`` variables it started with;
+    a hook with other ones (told to export, or to export elsewhere) needs a server of its own.
+    Without an endpoint nothing is exported, and the tag leaves them out (reading the whole
+    environment would cost every hook process).
+    """
     from loopwarden._version import __version__
 
     here = os.path.abspath(__file__)
     stamp = os.stat(here).st_mtime_ns  # a reinstall of the same version gets a new server
-    text = f"{sys.executable}\0{here}\0{__version__}\0{stamp}".encode("utf-8", "surrogateescape")
+    env = os.environ
+    otel = ""
+    # Export is on only with an endpoint (otel.export_requested); then every OTEL_* setting counts.
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        otel = "\0".join(sorted(f"{k}={env[k]}" for k in env if k.startswith("OTEL_")))
+    text = f"{sys.executable}\0{here}\0{__version__}\0{stamp}\0{otel}".encode(
+        "utf-8", "surrogateescape"
+    )
     value = 0xCBF29CE484222325  # FNV-1a, 64 bits: stable across processes, unlike hash()
     for byte in text:
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF

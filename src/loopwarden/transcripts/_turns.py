@@ -74,6 +74,12 @@ class TurnSplitter:
             self._seen_ids.add(call.tool_call_id)
         self._ensure().add_call(call)
 
+    def note_model(self, model: object) -> None:
+        """The model that answered in the running turn: the turn's model is the first named."""
+        current = self._current
+        if isinstance(model, str) and model and current is not None and current.model is None:
+            current.model = model
+
     def add_compaction(self, line: int | None) -> None:
         """A context compaction inside the running turn: arms the post-compaction guard there."""
         linker = self._ensure()

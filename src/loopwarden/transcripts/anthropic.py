@@ -4,6 +4,11 @@ Accepted: an array of ``{role, content}`` messages, a request body ``{messages: 
 of response objects ``{type: "message", role: "assistant", content}``, or JSONL with one message
 (or one ``{messages}`` object) per line. ``tool_use`` blocks are linked to ``tool_result`` blocks
 by id; server and MCP tool results sit in the same assistant message as their call.
+
+A response object records its ``model`` and ``usage`` (``input_tokens``, which leaves out the
+prompt-cache writes and reads counted in ``cache_creation_input_tokens`` and
+``cache_read_input_tokens``, and ``output_tokens``): they go on the message's first call. A
+request body names its ``model``.
 """
 
 from __future__ import annotations
@@ -12,8 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import iter_jsonl, load_json, text_of
-from loopwarden.transcripts.model import MISSING, CallLinker, ToolCall, Trajectory, TranscriptError
+from loopwarden.transcripts._io import as_dict, iter_jsonl, load_json, text_of, token_sum, usage_of
+from loopwarden.transcripts.model import (
+    MISSING,
+    CallLinker,
+    ToolCall,
+    Trajectory,
+    TranscriptError,
+    Usage,
+)
 
 FORMAT = "anthropic"
 
@@ -30,7 +42,32 @@ def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
     messages = doc.get("messages") if isinstance(doc, dict) else doc
     if not isinstance(messages, list):
         raise TranscriptError(str(path), 'expected a message array or {"messages": [...]}')
-    yield from_messages(path, stem, messages)
+    trajectory = from_messages(path, stem, messages)
+    if isinstance(doc, dict) and trajectory.model is None:
+        trajectory.model = model_name(doc.get("model"))  # a request body
+    yield trajectory
+
+
+def usage(message: dict[str, Any]) -> Usage | None:
+    """The ``usage`` of an Anthropic response: every prompt token (cache writes and reads
+    included) as input, the cache reads as cached."""
+    found = as_dict(message.get("usage"))
+    return usage_of(
+        token_sum(found, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+        found.get("output_tokens"),
+        found.get("cache_read_input_tokens"),
+    )
+
+
+def spent_tokens(spent: Usage) -> int:
+    """A response's tokens in all (prompt and output), for the report's token figures."""
+    return (spent.input_tokens or 0) + (spent.output_tokens or 0)
+
+
+def model_name(value: Any) -> str | None:
+    """A recorded model name, or None."""
+    # Claude Code writes "<synthetic>" on messages it made up itself (an API error, say).
+    return value if isinstance(value, str) and value and value != "<synthetic>" else None
 
 
 def _read_jsonl(path: Path, stem: str) -> Iterator[Trajectory]:
@@ -67,6 +104,7 @@ def _message(linker: CallLinker, message: dict[str, Any], position: int) -> None
     content = message.get("content")
     if not isinstance(content, list):
         return
+    spent = usage(message) if message.get("role") == "assistant" else None
     for block in content:
         if not isinstance(block, dict):
             continue
@@ -79,8 +117,13 @@ def _message(linker: CallLinker, message: dict[str, Any], position: int) -> None
                     params=block.get("input", {}),
                     tool_call_id=str(block_id) if block_id is not None else None,
                     line=position,
+                    usage=spent,
+                    tokens=None if spent is None else spent_tokens(spent),
                 )
             )
+            spent = None  # a response's tokens go on its first call
+            trajectory = linker.trajectory
+            trajectory.model = trajectory.model or model_name(message.get("model"))
         elif isinstance(kind, str) and kind.endswith("tool_result"):
             _result(linker, block)
 

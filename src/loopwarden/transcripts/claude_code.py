@@ -20,15 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._hook_answers import mark_refused
-from loopwarden.transcripts._io import (
-    as_dict,
-    epoch_seconds,
-    iter_jsonl,
-    text_of,
-    token_sum,
-    usage_of,
-)
+from loopwarden.transcripts._io import epoch_seconds, iter_jsonl, text_of, token_sum
 from loopwarden.transcripts._turns import TurnSplitter
+from loopwarden.transcripts.anthropic import model_name
+from loopwarden.transcripts.anthropic import usage as response_usage
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
 
 FORMAT = "claude-code"
@@ -119,13 +114,7 @@ def _cost(obj: dict[str, Any], message: dict[str, Any], counted: set[str]) -> tu
     )
     if tokens is not None and isinstance(response, str):
         counted.add(response)
-    usage = as_dict(message.get("usage"))
-    kinds = usage_of(
-        token_sum(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
-        usage.get("output_tokens"),
-        usage.get("cache_read_input_tokens"),
-    )
-    return at, tokens, kinds if tokens is not None else None
+    return at, tokens, response_usage(message) if tokens is not None else None
 
 
 def _calls(
@@ -150,6 +139,7 @@ def _calls(
                 )
             )
             tokens, usage = None, None  # a response's tokens go on its first call
+            splitter.note_model(model_name(message.get("model")))
 
 
 def _user(splitter: TurnSplitter, obj: dict[str, Any], message: dict[str, Any]) -> None:

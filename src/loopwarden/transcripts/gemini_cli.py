@@ -10,6 +10,10 @@ it drops older messages and keeps newer ones, the chat was compressed (compactio
 wrote the same record as one JSON document (``session-*.json``); ``/chat save`` checkpoints
 (``checkpoint-<tag>.json``) hold the raw model history (``role`` / ``parts`` with
 ``functionCall`` / ``functionResponse``). A run is one user prompt and its tool calls.
+
+A ``gemini`` message records its model and the response's ``tokens`` (``input``: the prompt,
+cached tokens included; ``cached``; ``output``; ``thoughts``, billed as output; ``tool``: the
+tool-use prompt, billed as input): they go on the message's first call.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._hook_answers import mark_refused, without_hook_context
-from loopwarden.transcripts._io import iter_jsonl, load_json
+from loopwarden.transcripts._io import as_dict, iter_jsonl, load_json, token_sum, usage_of
 from loopwarden.transcripts._turns import TurnSplitter
-from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError
+from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError, Usage
 
 FORMAT = "gemini-cli"
 
@@ -147,10 +151,24 @@ def _replay(path: Path, session: str, log: _Log) -> Iterator[Trajectory]:
         if kind == "user" and entry not in log.not_prompts and _is_prompt(message.get("content")):
             splitter.start_turn()
         elif kind == "gemini":
+            # The CLI's own copies (``$set.messages``) repeat calls already counted.
+            usage = None if entry in log.not_prompts else _usage(message.get("tokens"))
             for call in message.get("toolCalls") or []:
                 if isinstance(call, dict):
-                    _call(splitter, call, log.lines[entry])
+                    _call(splitter, call, log.lines[entry], usage)
+                    usage = None  # a response's tokens go on its first call
+                    splitter.note_model(message.get("model"))
     yield from splitter.finish()
+
+
+def _usage(tokens: Any) -> Usage | None:
+    """A ``gemini`` message's ``tokens``: thoughts are output, the tool-use prompt is input."""
+    tokens = as_dict(tokens)
+    return usage_of(
+        token_sum(tokens, "input", "tool"),
+        token_sum(tokens, "output", "thoughts"),
+        tokens.get("cached"),
+    )
 
 
 def _is_prompt(content: Any) -> bool:
@@ -165,13 +183,15 @@ def _is_prompt(content: Any) -> bool:
     return any(isinstance(part.get("text"), str) and part["text"].strip() for part in parts)
 
 
-def _call(splitter: TurnSplitter, call: dict[str, Any], line: int) -> None:
+def _call(splitter: TurnSplitter, call: dict[str, Any], line: int, usage: Usage | None) -> None:
     call_id = call.get("id")
     tool = ToolCall(
         tool=str(call.get("name") or "unknown"),
         params=call.get("args", {}),
         tool_call_id=str(call_id) if call_id is not None else None,
         line=line,
+        tokens=None if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0),
+        usage=usage,
     )
     tool.result, tool.error = _outcome(call)
     mark_refused(tool, tool.error)

@@ -39,6 +39,7 @@ class _Entry:
     result_for: str | None = None  # toolResult: the call id it answers
     outcome: tuple[Any, str | None] | None = None  # toolResult: (result or MISSING, error)
     compaction: bool = False
+    model: str | None = None  # assistant: the model that answered
 
 
 def read(path: Path) -> Iterator[Trajectory]:
@@ -62,6 +63,8 @@ def read(path: Path) -> Iterator[Trajectory]:
     linker = CallLinker(trajectory)
     for entry in _active_branch(entries):
         _replay_entry(linker, entry)
+        if entry.calls:  # the run's model: the first that made a call
+            trajectory.model = trajectory.model or entry.model
     yield trajectory
 
 
@@ -83,7 +86,9 @@ def _entry(lineno: int, obj: dict[str, Any]) -> _Entry | None:
         blocks = _blocks(message)
         calls = [_call(block, lineno) for block in blocks if block.get("type") == "toolCall"]
         _cost(calls, obj, message)
-        return _Entry(lineno, entry_id, _parent_of(obj), calls=calls)
+        model = message.get("model")
+        model = model if isinstance(model, str) and model else None
+        return _Entry(lineno, entry_id, _parent_of(obj), calls=calls, model=model)
     if role == "toolResult":
         call_id = message.get("toolCallId")
         return _Entry(

@@ -10,6 +10,8 @@ same. A span is a tool call when it follows either convention:
   ``output.value`` (a LangChain ``ToolMessage`` serialised there is read back to its content).
 
 Arguments that hold a JSON value are parsed; a span whose status is an error is a failed call.
+loopwarden's own event on a call's span (``loopwarden.loop``) says what the guard did there: a
+blocked or stopped call never ran, and a warning appended to the result is taken off it.
 A trace's spans may arrive over many lines (batches): they are gathered per ``traceId`` and
 ordered by start time. Traces without tool spans are not runs and are left out. A model call's
 span (GenAI ``chat``, OpenInference ``LLM``) gives its tokens to the first tool call after it.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts._io import iter_lines, load_json, open_text, usage_of
+from loopwarden.transcripts._io import iter_lines, load_json, open_text, usage_of, warn_read
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError, Usage
 
 FORMAT = "otlp"
@@ -41,9 +43,18 @@ def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
     """One trajectory per trace that has tool-call spans, in order of each trace's first call."""
     exports = [doc] if doc is not None else list(_exports(path))
     traces: dict[str, list[tuple[int, ToolCall | _Response]]] = {}
+    unrecorded: list[ToolCall] = []  # tool spans without arguments
     for export in exports:
-        for trace_id, start, item in _spans(export, path):
+        for trace_id, start, item in _spans(export, path, unrecorded):
             traces.setdefault(trace_id, []).append((start, item))
+    if unrecorded:
+        calls = sum(isinstance(item, ToolCall) for items in traces.values() for _, item in items)
+        warn_read(
+            f"{path}: {len(unrecorded)} of {calls} tool spans record no arguments, so calls to "
+            "one tool all look alike and a repeat cannot be told from progress; turn on the "
+            "instrumentation's content capture (for Google ADK: "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)"
+        )
     runs = [
         (trace_id, sorted(items, key=lambda pair: pair[0]))
         for trace_id, items in traces.items()
@@ -91,14 +102,16 @@ def _exports(path: Path) -> Iterator[Any]:
         yield obj
 
 
-def _spans(export: Any, path: Path) -> Iterator[tuple[str, int, ToolCall | _Response]]:
+def _spans(
+    export: Any, path: Path, unrecorded: list[ToolCall]
+) -> Iterator[tuple[str, int, ToolCall | _Response]]:
     if not looks_like(export):
         raise TranscriptError(str(path), "not an OTLP traces export (no resourceSpans)")
     for resource in export["resourceSpans"]:
         scopes = _list(resource, "scopeSpans") or _list(resource, "instrumentationLibrarySpans")
         for scope in scopes:
             for span in _list(scope, "spans"):
-                found = _tool_call(span) or _response(span)
+                found = _tool_call(span, unrecorded) or _response(span)
                 if found is not None:
                     yield str(span.get("traceId", "")), *found
 
@@ -133,7 +146,7 @@ def _list(obj: Any, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _tool_call(span: Any) -> tuple[int, ToolCall] | None:
+def _tool_call(span: Any, unrecorded: list[ToolCall]) -> tuple[int, ToolCall] | None:
     """The call a span records, with its start time (ns); None for a span that is no tool call."""
     if not isinstance(span, dict):
         return None
@@ -160,7 +173,58 @@ def _tool_call(span: Any) -> tuple[int, ToolCall] | None:
         call.error = str(status.get("message") or "error")
     if output is not MISSING:
         call.result = output
+    if args is None:
+        unrecorded.append(call)
+    _own_answer(call, span)
     return start, call
+
+
+def _own_answer(call: ToolCall, span: dict[str, Any]) -> None:
+    """What loopwarden itself did to the call, read from its event on the call's span.
+
+    A block or stop: the call never ran (its error is the guard's refusal), as in a session
+    log of a CLI with loopwarden's hook. A warning: the adapters append it to the result the
+    model sees, which instrumentation records; it is not the tool's output, and an identical
+    result must not look different on replay.
+    """
+    for event in _list(span, "events"):
+        if not isinstance(event, dict) or event.get("name") != "loopwarden.loop":
+            continue
+        attrs = attributes(_list(event, "attributes"))
+        message = attrs.get("loopwarden.message")
+        if attrs.get("loopwarden.action") in ("block", "stop"):
+            call.refused = True
+            call.result, call.error = MISSING, None
+        elif isinstance(message, str) and isinstance(call.result, str):
+            call.result = _without_warning(call.result, message)
+
+
+# Where the Google ADK plugin and the MCP proxy put a warning in a structured result.
+_WARNING_KEY = "loopwarden_warning"
+
+
+def _without_warning(result: str, message: str) -> str:
+    """``result`` without the guard's warning ``message``: appended to a text after a blank
+    line (most adapters), or as the last key of a JSON object (Google ADK's plugin)."""
+    if result == message:
+        return ""
+    if result.endswith("\n\n" + message):
+        return result[: -len(message) - 2]
+    try:
+        value = json.loads(result)
+    except json.JSONDecodeError:
+        return result
+    if not isinstance(value, dict) or value.get(_WARNING_KEY) != message:
+        return result
+    # Cut the key out of the text, so the rest stays exactly as recorded; kept only when it
+    # reads back to the object without the key (the key was last).
+    head = result[: result.rfind(f'"{_WARNING_KEY}"')].rstrip()
+    cut = (head[:-1] if head.endswith(",") else head).rstrip() + "}"
+    del value[_WARNING_KEY]
+    try:
+        return cut if json.loads(cut) == value else result
+    except json.JSONDecodeError:
+        return result
 
 
 def attributes(items: Iterable[Any]) -> dict[str, Any]:
