@@ -233,7 +233,7 @@ def test_a_model_is_priced_under_its_plain_name() -> None:
     )
     assert price_for("openai/gpt-4o-2024-08-06", prices) == ("gpt-4o", prices["gpt-4o"])
     assert price_for("proxy/my-model", prices) == ("my-model", Price(1, 2))
-    assert price_for("claude-opus-4-8", prices) is None  # not listed: unpriced, not guessed
+    assert price_for("minimax-m2.7", prices) is None  # not listed: unpriced, not guessed
     assert price_for("claude-sonnet-4-5", price_list([], table=False)) is None
 
 

@@ -28,6 +28,8 @@ LIST_PRICES: dict[str, tuple[float, float, float]] = {
     "claude-sonnet-4-5": (3.0, 15.0, 0.30),
     "claude-sonnet-4": (3.0, 15.0, 0.30),
     "claude-haiku-4-5": (1.0, 5.0, 0.10),
+    "claude-opus-4-8": (5.0, 25.0, 0.50),
+    "claude-opus-4-5": (5.0, 25.0, 0.50),
     "claude-opus-4-1": (15.0, 75.0, 1.50),
     "gemini-3-pro-preview": (2.0, 12.0, 0.20),
     "gemini-2.5-pro": (1.25, 10.0, 0.125),
