@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_mcp_proxy import _free_port, _start_http_server, _url
 from test_passthrough import npm_server
 
 from _support import require_module
@@ -60,15 +61,21 @@ class Client:
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.proc.stdin.flush()
 
-    def until(self, request_id: int) -> list[Any]:
-        """Every message read up to and including the answer to ``request_id``."""
+    def until(self, request_id: int | None) -> list[Any]:
+        """Every message read up to and including the answer to ``request_id``.
+
+        ``None``: up to the first array.
+        """
         assert self.proc.stdout is not None
         seen = []
         while True:
             line = self.proc.stdout.readline()
             assert line, "the process closed its stdout"
             seen.append(json.loads(line))
-            if isinstance(seen[-1], dict) and seen[-1].get("id") == request_id:
+            if request_id is None:
+                if isinstance(seen[-1], list):
+                    return seen
+            elif isinstance(seen[-1], dict) and seen[-1].get("id") == request_id:
                 return seen
 
     def exchange(self, batch: list[Any]) -> list[Any]:
@@ -177,4 +184,50 @@ def test_calls_the_guard_answers_are_in_the_batchs_array(tmp_path: Path) -> None
     # Only blocked calls (and a notification): the proxy's own array, as the server would.
     assert len(alone) == 1 and isinstance(alone[0], list) and len(alone[0]) == 1
     assert alone[0][0]["id"] == 20 and action(alone[0][0]) in ("block", "stop")
+    assert counter.read_text().split() == ["poll", "poll", "poll", "echo"]
+
+
+def test_a_batch_the_server_ignores_times_out_as_one_array(tmp_path: Path) -> None:
+    counter = tmp_path / "executions.txt"
+    argv = [*PROXY[:-1], "--call-timeout=1", "--", *SERVER]
+    client = Client(argv, {**os.environ, "LOOPWARDEN_TEST_COUNTER": str(counter)})
+    try:
+        for n in range(1, 4):  # three identical polls one by one: the next one is blocked
+            client.send(call(n, "poll", {"job": "7"}))
+            assert client.until(n)[-1]["result"]["isError"] is False
+        client.send([call(10, "poll", {"job": "7"}), call(11, "echo", {"text": "b"}), ping(12)])
+        client.send(ping(13))
+        before = client.until(13)  # answered at once; the batch waits for its timeout
+        after = client.until(None)  # the next message without an id: the array
+    finally:
+        client.close()
+    assert all(isinstance(message, dict) for message in before)
+    answers = {answer["id"]: answer for answer in after[-1]}
+    assert sorted(answers) == [10, 11, 12]
+    assert action(answers[10]) == "block"
+    assert "did not answer within 1 s" in answers[11]["result"]["content"][0]["text"]
+    assert "did not answer within 1 s" in answers[12]["error"]["message"]
+    assert counter.read_text().split() == ["poll", "poll", "poll"]
+
+
+def test_a_batch_to_an_http_server_is_answered_with_one_array(tmp_path: Path) -> None:
+    """The SDK's HTTP transport takes single messages: the proxy sends the batch's one by one
+    and answers the client with one array of the server's answers and its own."""
+    counter = tmp_path / "executions.txt"
+    port = _free_port()
+    server = _start_http_server(port, counter)
+    client = Client([*PROXY[:-1], "--url", _url(port)], dict(os.environ))
+    try:
+        polls = [client.exchange([call(n, "poll", {"job": "7"})]) for n in range(1, 4)]
+        mixed = client.exchange([call(10, "poll", {"job": "7"}), call(11, "echo", {"text": "b"})])
+        notified = client.exchange([NOTIFICATION])
+    finally:
+        client.close()
+        server.kill()
+        server.wait(timeout=10)
+    assert all(len(seen) == 1 and isinstance(seen[0], list) for seen in polls)
+    assert len(mixed) == 1 and isinstance(mixed[0], list)
+    answers = {answer["id"]: answer for answer in mixed[0]}
+    assert sorted(answers) == [10, 11] and action(answers[10]) == "block"
+    assert notified == []
     assert counter.read_text().split() == ["poll", "poll", "poll", "echo"]

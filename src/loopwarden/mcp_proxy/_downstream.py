@@ -85,6 +85,9 @@ class DownstreamSpec:
 class Link(Protocol):
     """One connection to the wrapped server, carrying whole messages as bytes."""
 
+    carries_batches: bool
+    """Whether :meth:`send` takes a JSON-RPC batch (an array) as one message."""
+
     async def send(self, message: bytes) -> None:
         """Send one message (no newline); raises :class:`DownstreamUnavailable` when gone."""
 
@@ -156,6 +159,8 @@ class LineReader:
 
 class StdioLink:
     """The wrapped server as a child process: its stdin and stdout carry the messages."""
+
+    carries_batches = True
 
     def __init__(self, spec: DownstreamSpec, process: asyncio.subprocess.Process) -> None:
         self.spec = spec

@@ -176,6 +176,7 @@ class _Batch:
     waiting: int = 0  # requests of the batch forwarded and not answered yet
     sealed: bool = False  # every item has been looked at
     answers: list[bytes] = field(default_factory=list)
+    split: bool = False  # sent one by one (the link takes no arrays): the server's answers wait
 
 
 @dataclass
@@ -319,11 +320,12 @@ class Relay:
     def _awaited(self) -> bool:
         """Whether an answer is still to come after the client's input ended.
 
-        A batch's requests count only once the server has answered one: servers of protocol
-        versions without batches ignore them, and their answers would never come.
+        A batch the server got as an array counts only once the server has answered one:
+        servers of protocol versions without batches ignore them, and no answer would come.
         """
         return any(
-            pending.batch is None or self._answers_batches for pending in self._pending.values()
+            pending.batch is None or pending.batch.split or self._answers_batches
+            for pending in self._pending.values()
         )
 
     async def _client_batch(self, line: bytes, parsed: list[Any]) -> None:
@@ -337,7 +339,12 @@ class Relay:
             if kept is not None:
                 forward.append(kept)
         batch.sealed = True
-        if not changed:
+        generation = self._generation
+        if generation is not None and not generation.link.carries_batches:
+            batch.split = True  # its answers are joined into one array here
+            for item in forward:
+                await self._to_current(item)
+        elif not changed:
             await self._to_current(line)
         elif forward:
             await self._to_current(_array(forward))
@@ -462,9 +469,11 @@ class Relay:
             return
         later: list[_Recording] = []
         out, batch = await self._from_server_message(generation, message, line, later)
-        if out is not None:
+        if batch is not None and batch.split and out is not None:
+            batch.answers.append(out)
+        elif out is not None:
             await self.out.send(out)
-        if batch is not None:  # a server that answers a batch's requests one by one
+        if batch is not None:  # the rest of the batch may be complete now
             await self._batch_done(batch)
         await self._record(later)
 
