@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ from _support import require_module
 HERE = Path(__file__).resolve().parent
 SERVER = [sys.executable, str(HERE / "server.py")]
 BATCHING = [sys.executable, str(HERE / "batching.py"), "--", *SERVER]
-PROXY = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--set=profile=recommended", "--"]
+# The interpreter that runs the proxy (.ci/run points it to a venv with mcp 2.x).
+PROXY_PYTHON = os.environ.get("LOOPWARDEN_TEST_PROXY_PYTHON", sys.executable)
+PROXY = [PROXY_PYTHON, "-m", "loopwarden", "mcp-proxy", "--set=profile=recommended", "--"]
+LIMIT = 60.0  # seconds a client may wait in all before the test fails
 SENTINEL = 999  # a ping sent last: everything the client reads before its answer is compared
 
 
@@ -37,10 +41,14 @@ def _mcp_sdk() -> None:
 class Client:
     """A raw JSON-RPC client over pipes: what it sends and reads is exactly what crosses."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], answers_batches: bool) -> None:
+        self.answers_batches = answers_batches
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
         )
+        # A read that waits for ever fails the test instead: the process is killed.
+        self.watchdog = threading.Timer(LIMIT, self.proc.kill)
+        self.watchdog.start()
         self.send(
             {
                 "jsonrpc": "2.0",
@@ -79,12 +87,18 @@ class Client:
                 return seen
 
     def exchange(self, batch: list[Any]) -> list[Any]:
-        """Send ``batch``, then a ping; what came back before the ping's answer."""
+        """Send ``batch``, then a ping; what came back before the ping's answer.
+
+        A batch with requests may be answered after the ping (a server may answer in any
+        order): its answer, an array, is waited for first when the batch expects one.
+        """
         self.send(batch)
+        seen = self.until(None) if _expects_answer(batch) and self.answers_batches else []
         self.send({"jsonrpc": "2.0", "id": SENTINEL, "method": "ping"})
-        return self.until(SENTINEL)[:-1]
+        return seen + self.until(SENTINEL)[:-1]
 
     def close(self) -> None:
+        self.watchdog.cancel()
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
@@ -92,6 +106,10 @@ class Client:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise
+
+
+def _expects_answer(batch: list[Any]) -> bool:
+    return any(isinstance(item, dict) and "id" in item for item in batch)
 
 
 def call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -110,11 +128,13 @@ NOTIFICATION = {
 }
 
 
-def seen_directly_and_proxied(server: list[str], batches: list[list[Any]], env: dict[str, str]):
+def seen_directly_and_proxied(
+    server: list[str], batches: list[list[Any]], answers_batches: bool
+) -> list[list[list[Any]]]:
     """What a client reads after each batch: directly, then through the proxy."""
     seen = []
     for argv in (server, [*PROXY, *server]):
-        client = Client(argv, env)
+        client = Client(argv, dict(os.environ), answers_batches)
         try:
             seen.append([client.exchange(batch) for batch in batches])
         finally:
@@ -134,7 +154,7 @@ def test_a_server_that_ignores_batches_answers_none_through_the_proxy(server: st
     else:
         argv, echo = [str(npm_server("mcp-server-everything"))], {"message": "hello"}
     batches = [[call(1, "echo", echo), ping(2)], [NOTIFICATION], [ping(3), NOTIFICATION]]
-    direct, proxied = seen_directly_and_proxied(argv, batches, dict(os.environ))
+    direct, proxied = seen_directly_and_proxied(argv, batches, answers_batches=False)
     assert proxied == direct
     answered = {message.get("id") for seen in proxied for message in seen}
     assert not answered & {1, 2, 3}
@@ -146,7 +166,7 @@ def test_a_batch_is_answered_with_one_array_as_directly() -> None:
         [NOTIFICATION],  # notifications only: no answer
         [ping(3)],
     ]
-    direct, proxied = seen_directly_and_proxied(BATCHING, batches, dict(os.environ))
+    direct, proxied = seen_directly_and_proxied(BATCHING, batches, answers_batches=True)
     assert [len(seen) for seen in direct] == [1, 0, 1]
     assert [len(seen) for seen in proxied] == [1, 0, 1]
     for seen_direct, seen_proxied in zip(direct, proxied, strict=True):
@@ -162,7 +182,8 @@ def action(answer: dict[str, Any]) -> str:
 
 def test_calls_the_guard_answers_are_in_the_batchs_array(tmp_path: Path) -> None:
     counter = tmp_path / "executions.txt"
-    client = Client([*PROXY, *BATCHING], {**os.environ, "LOOPWARDEN_TEST_COUNTER": str(counter)})
+    env = {**os.environ, "LOOPWARDEN_TEST_COUNTER": str(counter)}
+    client = Client([*PROXY, *BATCHING], env, answers_batches=True)
     # Another run (its _meta key is taken out before the server sees the call): never stopped.
     other = call(11, "echo", {"text": "b"})
     other["params"]["_meta"] = {"loopwarden/runId": "another-run"}
@@ -190,7 +211,7 @@ def test_calls_the_guard_answers_are_in_the_batchs_array(tmp_path: Path) -> None
 def test_a_batch_the_server_ignores_times_out_as_one_array(tmp_path: Path) -> None:
     counter = tmp_path / "executions.txt"
     argv = [*PROXY[:-1], "--call-timeout=1", "--", *SERVER]
-    client = Client(argv, {**os.environ, "LOOPWARDEN_TEST_COUNTER": str(counter)})
+    client = Client(argv, {**os.environ, "LOOPWARDEN_TEST_COUNTER": str(counter)}, False)
     try:
         for n in range(1, 4):  # three identical polls one by one: the next one is blocked
             client.send(call(n, "poll", {"job": "7"}))
@@ -216,7 +237,7 @@ def test_a_batch_to_an_http_server_is_answered_with_one_array(tmp_path: Path) ->
     counter = tmp_path / "executions.txt"
     port = _free_port()
     server = _start_http_server(port, counter)
-    client = Client([*PROXY[:-1], "--url", _url(port)], dict(os.environ))
+    client = Client([*PROXY[:-1], "--url", _url(port)], dict(os.environ), answers_batches=True)
     try:
         polls = [client.exchange([call(n, "poll", {"job": "7"})]) for n in range(1, 4)]
         mixed = client.exchange([call(10, "poll", {"job": "7"}), call(11, "echo", {"text": "b"})])
@@ -225,7 +246,7 @@ def test_a_batch_to_an_http_server_is_answered_with_one_array(tmp_path: Path) ->
         client.close()
         server.kill()
         server.wait(timeout=10)
-    assert all(len(seen) == 1 and isinstance(seen[0], list) for seen in polls)
+    assert all(len(seen) == 1 and isinstance(seen[0], list) for seen in polls), polls
     assert len(mixed) == 1 and isinstance(mixed[0], list)
     answers = {answer["id"]: answer for answer in mixed[0]}
     assert sorted(answers) == [10, 11] and action(answers[10]) == "block"
