@@ -2,31 +2,39 @@
 
 Run from the repository root:
 
-    python bench/bench_mcp_proxy.py                  # 1000 interleaved calls per case
-    python bench/bench_mcp_proxy.py --calls 3000 --json out/mcp_proxy.json
-    python bench/bench_mcp_proxy.py --baseline-ref none    # without the old proxy
+    python bench/bench_mcp_proxy.py                  # every server, 1000 interleaved calls each
+    python bench/bench_mcp_proxy.py --servers trivial,everything --baseline-ref HEAD~3
+    python bench/bench_mcp_proxy.py --calls 3000 --sizes 10,20 --json out/mcp_proxy.json
 
-Three ways to reach the same server (``tests/mcp_proxy/server.py``, the official Python SDK's
-FastMCP over stdio) are measured in one run:
+For each server, the ways to reach it are measured in one run, interleaved:
 
 1. **direct**: the server itself;
-2. **proxy**: ``python -m loopwarden mcp-proxy -- python server.py`` from this checkout;
-3. **baseline**: the same command from the proxy as it was before the byte relay (the SDK
-   session pair): its source is taken from git (``--baseline-ref``, by default the parent of
-   the commit that replaced it) into a temporary folder.
+2. **proxy**: ``python -m loopwarden mcp-proxy -- <server>`` from this checkout;
+3. **baseline** (``--baseline-ref``): the same command from another version of the proxy, its
+   source taken from git into a temporary folder (``auto``: the SDK-based proxy the byte relay
+   replaced; ``none``: no baseline, the default);
+4. **direct, new session** (``--setsid``): the server started in a session of its own, as the
+   proxy used to start it: on kernels with automatic scheduler groups (autogroup) that alone
+   changes the server's latency.
+
+The servers (``--servers``): ``trivial``, a JSON-RPC loop in plain Python that answers at once
+(what remains is the proxy's own cost and the pipes'); ``python``, the test server
+(``tests/mcp_proxy/server.py``, the official Python SDK's FastMCP); ``everything`` and
+``filesystem``, the MCP reference servers on Node.js (``npm ci --prefix tests/mcp_proxy/servers``;
+skipped when missing).
 
 The client is a plain JSON-RPC client over pipes in this process (no SDK), so the figures are
-the server's and the proxy's, not a client library's. Detection is on, with OpenClaw's
-defaults; every call has different arguments, so the guard checks each call and never blocks.
+the servers' and the proxy's, not a client library's. Detection is on (the proxy's default
+profile); every call has different arguments, so the guard checks each call and never blocks.
 
-**Latency.** After a warm-up, each round makes one ``echo`` call through every case, in a
-rotating order (interleaved: a noisy moment hits all cases alike). The table gives p50/p99 of
-the round-trip time and the added p50/p99 against direct (the difference of the percentiles).
+**Latency.** After a warm-up, each round makes one call through every case, in a rotating order
+(interleaved: a noisy moment hits all cases alike). The table gives p50/p99 of the round-trip
+time and the added p50/p99 against direct (the difference of the percentiles).
 
-**Large results.** The ``blob`` tool returns 10 MB and 20 MB of text. For each size every case
-is timed ``--large-repeats`` times, interleaved; the table gives the median wall time from
-request to the last byte of the answer, the ratio to direct, and the peak RSS (``VmHWM``) of
-the process the client talks to (the proxy, or the server when direct), read at the end.
+**Large results** (``--sizes``, the ``python`` server only). The ``blob`` tool returns that
+many MB of text. For each size every case is timed ``--large-repeats`` times, interleaved; the
+table gives the median wall time from request to the last byte of the answer, the ratio to
+direct, and the peak RSS (``VmHWM``) of the process the client talks to, read at the end.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -47,7 +56,81 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "mcp_proxy" / "server.py"
+NPM_BIN = ROOT / "tests" / "mcp_proxy" / "servers" / "node_modules" / ".bin"
 MB = 1_000_000
+
+# A server that costs next to nothing: whatever the proxy adds is all that is left.
+TRIVIAL = r"""
+import json, sys
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities":
+                  {"tools": {}}, "serverInfo": {"name": "trivial", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    else:
+        text = message["params"]["arguments"]["text"]
+        result = {"content": [{"type": "text", "text": text}], "isError": False}
+    out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode())
+    out.write(b"\n")
+    out.flush()
+"""
+
+
+@dataclass(frozen=True)
+class Server:
+    """One server to measure: how to start it and the ``tools/call`` params of call ``n``."""
+
+    name: str
+    argv: list[str]
+    call: Callable[[int], dict[str, Any]]
+    large: bool = False  # has the ``blob`` tool
+
+
+def servers(names: list[str], scratch: Path) -> list[Server]:
+    """The servers asked for that can run here (a missing npm server is skipped, said so)."""
+    python = [sys.executable]
+    files = scratch / "files"
+    files.mkdir()
+    for i in range(_FILES):
+        (files / f"note{i}.txt").write_text(f"note {i}\n", encoding="utf-8")
+    known = {
+        "trivial": Server("trivial", [*python, "-c", TRIVIAL], _echo("text")),
+        "python": Server("python", [*python, str(SERVER)], _echo("text"), large=True),
+        "everything": Server(
+            "everything", [str(NPM_BIN / "mcp-server-everything")], _echo("message")
+        ),
+        "filesystem": Server(
+            "filesystem",
+            [str(NPM_BIN / "mcp-server-filesystem"), str(files)],
+            lambda n: {
+                "name": "read_text_file",
+                "arguments": {"path": str(files / f"note{n % _FILES}.txt")},
+            },
+        ),
+    }
+    chosen = []
+    for name in names:
+        if name not in known:
+            raise SystemExit(f"unknown server {name!r}; choose from {', '.join(known)}")
+        server = known[name]
+        if server.argv[0].startswith(str(NPM_BIN)) and not Path(server.argv[0]).exists():
+            print(f"{name}: skipped, run npm ci --prefix tests/mcp_proxy/servers", file=sys.stderr)
+            continue
+        chosen.append(server)
+    return chosen
+
+
+_FILES = 200  # files read in turn: never the same call twice within the guard's history
+
+
+def _echo(key: str) -> Callable[[int], dict[str, Any]]:
+    return lambda n: {"name": "echo", "arguments": {key: f"call {n}"}}
 
 
 @dataclass
@@ -112,9 +195,14 @@ class Peer:
         return self.proc.stdin, self.proc.stdout
 
 
-def start(name: str, argv: list[str], env: dict[str, str]) -> Peer:
+def start(name: str, argv: list[str], env: dict[str, str], *, setsid: bool = False) -> Peer:
     proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=setsid,
     )
     peer = Peer(name, proc)
     peer.request(
@@ -177,57 +265,59 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=1000, help="measured echo calls per case")
+    parser.add_argument("--servers", default="trivial,python,everything,filesystem")
+    parser.add_argument("--calls", type=int, default=1000, help="measured calls per case")
     parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--sizes", default="10,20", help="large result sizes in MB")
+    parser.add_argument("--sizes", default="", help="large result sizes in MB (python server)")
     parser.add_argument("--large-repeats", type=int, default=3)
-    parser.add_argument("--baseline-ref", default="auto", help="git ref of the old proxy, or none")
+    parser.add_argument("--baseline-ref", default="none", help="git ref of another proxy, auto")
+    parser.add_argument("--setsid", action="store_true", help="add direct, in a new session")
     parser.add_argument(
-        "--no-sdk-client", action="store_true", help="skip the large results via the SDK client"
+        "--sdk-client", action="store_true", help="large results via the SDK client too"
     )
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
 
+    figures: dict[str, Any] = {
+        "calls": args.calls,
+        "python": sys.version.split()[0],
+        "load_before": os.getloadavg()[0],
+        "servers": {},
+    }
     with tempfile.TemporaryDirectory(prefix="bench-mcp-proxy-") as tmp:
-        base_src = baseline_source(args.baseline_ref, Path(tmp))
+        base_src = baseline_source(args.baseline_ref, Path(tmp) / "baseline")
         plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        server = [sys.executable, str(SERVER)]
-        proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *server]
-        peers = [
-            start("direct", server, plain),
-            start("proxy", proxy, {**plain, "PYTHONPATH": str(ROOT / "src")}),
-        ]
-        if base_src is not None:
-            peers.append(start("baseline", proxy, {**plain, "PYTHONPATH": str(base_src)}))
-        try:
-            figures = measure(peers, args)
-        finally:
-            for peer in peers:
-                peer.close()
-        if not args.no_sdk_client:
-            argvs = {
-                "direct": (server, plain),
-                "proxy": (proxy, {**plain, "PYTHONPATH": str(ROOT / "src")}),
-            }
+        proxy_env = {**plain, "PYTHONPATH": str(ROOT / "src")}
+        for server in servers(args.servers.split(","), Path(tmp)):
+            proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *server.argv]
+            argvs = {"direct": (server.argv, plain), "proxy": (proxy, proxy_env)}
             if base_src is not None:
                 argvs["baseline"] = (proxy, {**plain, "PYTHONPATH": str(base_src)})
-            figures["sdk_client_large"] = sdk_client_large(argvs, args)
+            peers = [start(name, argv, env) for name, (argv, env) in argvs.items()]
+            if args.setsid:
+                peers.append(start("direct-setsid", server.argv, plain, setsid=True))
+            try:
+                figures["servers"][server.name] = measure(server, peers, args)
+            finally:
+                for peer in peers:
+                    peer.close()
+            if server.large and args.sdk_client and args.sizes:
+                figures["servers"][server.name]["sdk_client_large"] = sdk_client_large(argvs, args)
+    figures["load_after"] = os.getloadavg()[0]
     report(figures)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
-def measure(peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:
+def measure(server: Server, peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:
     for round_no in range(args.warmup + args.calls):
         order = peers[round_no % len(peers) :] + peers[: round_no % len(peers)]
         for peer in order:
-            elapsed, _ = peer.request(
-                "tools/call", {"name": "echo", "arguments": {"text": f"call {round_no}"}}
-            )
+            elapsed, _ = peer.request("tools/call", server.call(round_no))
             if round_no >= args.warmup:
                 peer.rtts.append(elapsed)
-    sizes = [int(size) for size in args.sizes.split(",") if size]
+    sizes = [int(size) for size in args.sizes.split(",") if size] if server.large else []
     for size in sizes:
         for repeat in range(args.large_repeats):
             order = peers[repeat % len(peers) :] + peers[: repeat % len(peers)]
@@ -238,11 +328,7 @@ def measure(peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:
                 assert length > size * MB
                 peer.large.setdefault(size, []).append(elapsed)
     direct = peers[0]
-    figures: dict[str, Any] = {
-        "calls": args.calls,
-        "python": sys.version.split()[0],
-        "cases": {},
-    }
+    cases: dict[str, Any] = {}
     for peer in peers:
         p50, p99 = percentile(peer.rtts, 50) * 1e3, percentile(peer.rtts, 99) * 1e3
         large = {
@@ -252,7 +338,7 @@ def measure(peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:
             }
             for size, times in peer.large.items()
         }
-        figures["cases"][peer.name] = {
+        cases[peer.name] = {
             "p50_ms": p50,
             "p99_ms": p99,
             "added_p50_ms": p50 - percentile(direct.rtts, 50) * 1e3,
@@ -260,7 +346,7 @@ def measure(peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:
             "large": large,
             "peak_rss_mb": peer.peak_rss_mb(),
         }
-    return figures
+    return {"cases": cases}
 
 
 def sdk_client_large(
@@ -301,31 +387,41 @@ def sdk_client_large(
 
 
 def report(figures: dict[str, Any]) -> None:
-    print(f"tools/call round trip over stdio, {figures['calls']} interleaved calls per case")
-    print(f"{'case':<10} {'p50 ms':>8} {'p99 ms':>8} {'added p50':>10} {'added p99':>10}")
-    for name, case in figures["cases"].items():
-        print(
-            f"{name:<10} {case['p50_ms']:8.3f} {case['p99_ms']:8.3f}"
-            f" {case['added_p50_ms']:+10.3f} {case['added_p99_ms']:+10.3f}"
-        )
-    print()
-    print("large results: median seconds (x direct); peak RSS of the process the client talks to")
-    for name, case in figures["cases"].items():
-        cells = [
-            f"{size} MB {v['seconds']:6.2f} s ({v['vs_direct']:.2f}x)"
-            for size, v in case["large"].items()
-        ]
-        print(f"{name:<10} " + "   ".join(cells) + f"   peak RSS {case['peak_rss_mb']:.0f} MB")
-    sdk = figures.get("sdk_client_large")
-    if sdk:
+    print(
+        f"tools/call round trip over stdio, {figures['calls']} interleaved calls per case"
+        f" (load {figures['load_before']:.2f} before, {figures['load_after']:.2f} after)"
+    )
+    print(
+        f"{'server':<11} {'case':<14} {'p50 ms':>8} {'p99 ms':>8}"
+        f" {'added p50':>10} {'added p99':>10}"
+    )
+    for server, measured in figures["servers"].items():
+        for name, case in measured["cases"].items():
+            print(
+                f"{server:<11} {name:<14} {case['p50_ms']:8.3f} {case['p99_ms']:8.3f}"
+                f" {case['added_p50_ms']:+10.3f} {case['added_p99_ms']:+10.3f}"
+            )
+    for server, measured in figures["servers"].items():
+        cases = measured["cases"]
+        if not any(case["large"] for case in cases.values()):
+            continue
         print()
-        print("large results through the official Python client (mcp ClientSession): median s")
-        for name, by_size in sdk.items():
+        print(f"{server}: large results, median seconds (x direct); peak RSS of the process")
+        for name, case in cases.items():
             cells = [
-                f"{size} MB {sec:6.2f} s ({sec / sdk['direct'][size]:.2f}x)"
-                for size, sec in by_size.items()
+                f"{size} MB {v['seconds']:6.2f} s ({v['vs_direct']:.2f}x)"
+                for size, v in case["large"].items()
             ]
-            print(f"{name:<10} " + "   ".join(cells))
+            print(f"{name:<14} " + "   ".join(cells) + f"   peak RSS {case['peak_rss_mb']:.0f} MB")
+        sdk = measured.get("sdk_client_large")
+        if sdk:
+            print("through the official Python client (mcp ClientSession): median s")
+            for name, by_size in sdk.items():
+                cells = [
+                    f"{size} MB {sec:6.2f} s ({sec / sdk['direct'][size]:.2f}x)"
+                    for size, sec in by_size.items()
+                ]
+                print(f"{name:<14} " + "   ".join(cells))
 
 
 if __name__ == "__main__":

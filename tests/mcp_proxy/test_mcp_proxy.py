@@ -669,7 +669,7 @@ def _jsonrpc_line(message: Any) -> bytes:
     ).encode()
 
 
-def _start_raw_proxy(counter: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _start_raw_proxy(counter: Path, **popen: Any) -> tuple[subprocess.Popen[bytes], int]:
     """Start the proxy with plain pipes, handshake with SDK models, return it and the server pid."""
     from mcp import types
 
@@ -678,6 +678,7 @@ def _start_raw_proxy(counter: Path) -> tuple[subprocess.Popen[bytes], int]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env_for(counter),
+        **popen,
     )
     assert proc.stdin is not None and proc.stdout is not None
     init = types.InitializeRequestParams(
@@ -771,6 +772,31 @@ def test_sigterm_stops_the_proxy_and_its_server(counter: Path) -> None:
     finally:
         proc.kill()
     assert _gone(server_pid), f"server pid {server_pid} orphaned"
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_a_ctrl_c_for_the_clients_group_stops_the_proxy_and_never_hits_the_server(
+    counter: Path, tmp_path: Path
+) -> None:
+    """The server runs in a process group of its own, in the proxy's session.
+
+    Its own group: a terminal's Ctrl-C (SIGINT to the foreground group: the client and the
+    proxy) reaches the proxy, which stops the server in order. The same session: a new one
+    would also be a scheduling group of its own on Linux (autogroup), which slows the server.
+    """
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as errors:
+        # The proxy leads a group of its own here, as a terminal's foreground job does.
+        proc, server_pid = _start_raw_proxy(counter, start_new_session=True, stderr=errors)
+        try:
+            assert os.getpgid(server_pid) == server_pid != os.getpgid(proc.pid)
+            assert os.getsid(server_pid) == os.getsid(proc.pid)
+            os.killpg(proc.pid, signal.SIGINT)
+            assert proc.wait(timeout=LIMIT) == 0
+        finally:
+            proc.kill()
+    assert _gone(server_pid), f"server pid {server_pid} orphaned"
+    assert "KeyboardInterrupt" not in stderr.read_text()  # the server was not interrupted
 
 
 def _silent_server(token: str) -> tuple[str, ...]:

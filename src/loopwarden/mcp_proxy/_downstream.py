@@ -19,7 +19,7 @@ import sys
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 try:
@@ -31,6 +31,17 @@ _log = logging.getLogger("loopwarden.mcp_proxy")
 
 CHUNK = 1 << 20
 """Bytes read per call: large messages arrive in pieces of at most this size."""
+
+# Why a process group of its own: the whole group (npx, a shell, node...) can be stopped at
+# the end, and a Ctrl-C meant for the client (the terminal signals its foreground group) does
+# not hit the server first. Why not a new session (setsid), which does both too: on Linux with
+# automatic scheduler groups (autogroup, the default on desktops and many servers), a session
+# is a scheduling group of its own, so each wake-up of the server, twice per message, competes
+# with every other group instead of running beside the proxy that woke it.
+# Python 3.10 has no process_group: a new session there.
+_OWN_GROUP: dict[str, Any] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+)
 
 _STDERR_TAIL = 10  # lines of the server's stderr kept to explain an exit
 _STDERR_LINE = 300  # characters kept per stderr line
@@ -73,6 +84,9 @@ class DownstreamSpec:
 
 class Link(Protocol):
     """One connection to the wrapped server, carrying whole messages as bytes."""
+
+    carries_batches: bool
+    """Whether :meth:`send` takes a JSON-RPC batch (an array) as one message."""
 
     async def send(self, message: bytes) -> None:
         """Send one message (no newline); raises :class:`DownstreamUnavailable` when gone."""
@@ -146,6 +160,8 @@ class LineReader:
 class StdioLink:
     """The wrapped server as a child process: its stdin and stdout carry the messages."""
 
+    carries_batches = True
+
     def __init__(self, spec: DownstreamSpec, process: asyncio.subprocess.Process) -> None:
         self.spec = spec
         self._process = process
@@ -161,8 +177,6 @@ class StdioLink:
     async def start(cls, spec: DownstreamSpec) -> StdioLink:
         """Start the server; raises :class:`DownstreamUnavailable` when it cannot start."""
         try:
-            # Why a new session: the whole process group (npx, a shell, node...) can be
-            # stopped at the end, and a Ctrl-C meant for the client does not hit it first.
             # The child inherits the proxy's environment: users put API keys in the client's
             # "env" block, and the wrapped server is the one that needs them.
             process = await asyncio.create_subprocess_exec(
@@ -170,8 +184,8 @@ class StdioLink:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
                 limit=CHUNK,
+                **_OWN_GROUP,
             )
         except FileNotFoundError as exc:
             raise DownstreamUnavailable(

@@ -76,6 +76,8 @@ class HttpLink:
     in the same task; the relay talks to it through a queue and the transport's write stream.
     """
 
+    carries_batches = False  # the SDK's messages are single: a batch's are sent one by one
+
     def __init__(self, spec: DownstreamSpec) -> None:
         self.spec = spec
         self._sdk = _sdk()

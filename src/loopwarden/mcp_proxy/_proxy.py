@@ -18,12 +18,15 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import stat
 import sys
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,8 @@ from loopwarden.mcp_proxy._guarding import (
 )
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
+
+_Recording = Callable[[], Awaitable[Any]]
 
 _PROXY_PREFIX = "loopwarden mcp-proxy: "
 _INTERNAL_ERROR = -32603
@@ -91,6 +96,46 @@ def _parse(line: bytes) -> Any:
         return None
 
 
+_DECODER = json.JSONDecoder()
+_BLANK = re.compile(r"[ \t\n\r]*")
+
+
+def _items(line: bytes, parsed: list[Any]) -> list[tuple[Any, bytes]]:
+    """The messages of a batch (``line``, which parsed as ``parsed``), each with its bytes.
+
+    Why the bytes: an item the proxy does not touch goes on exactly as it was sent.
+    """
+    try:
+        items = _spans(line.decode("utf-8"))
+    except (ValueError, IndexError, RecursionError):  # e.g. a byte order mark before the "["
+        items = []
+    if len(items) != len(parsed):
+        return [(item, _encode(item)) for item in parsed]
+    return items
+
+
+def _spans(text: str) -> list[tuple[Any, bytes]]:
+    items: list[tuple[Any, bytes]] = []
+    index = _skip(text, _skip(text, 0) + 1)  # past the "["
+    while text[index] != "]":
+        item, end = _DECODER.raw_decode(text, index)
+        items.append((item, text[index:end].encode("utf-8")))
+        index = _skip(text, end)
+        if text[index] == ",":
+            index = _skip(text, index + 1)
+    return items
+
+
+def _skip(text: str, index: int) -> int:
+    """The index of the first character from ``index`` on that is not JSON whitespace."""
+    blank = _BLANK.match(text, index)
+    return index if blank is None else blank.end()
+
+
+def _array(items: list[bytes]) -> bytes:
+    return b"[" + b",".join(items) + b"]"
+
+
 def _key(request_id: Any) -> Any:
     """A dict key for a JSON-RPC id.
 
@@ -118,6 +163,23 @@ class _Generation:
 
 
 @dataclass
+class _Batch:
+    """A JSON-RPC batch (an array) of the client's: answered with one array, as it was sent.
+
+    The server gets the batch as an array too (less the calls the guard answered), so it
+    answers as it would directly: an array, an error, or nothing (servers of protocol versions
+    without batches ignore them). The proxy's own answers for the batch (blocks, stops,
+    failures) wait here and go out inside the server's array, or as one array of their own once
+    none of the batch's requests is still waiting on the server.
+    """
+
+    waiting: int = 0  # requests of the batch forwarded and not answered yet
+    sealed: bool = False  # every item has been looked at
+    answers: list[bytes] = field(default_factory=list)
+    split: bool = False  # sent one by one (the link takes no arrays): the server's answers wait
+
+
+@dataclass
 class _Pending:
     """A client request forwarded to the server and not answered yet."""
 
@@ -126,6 +188,7 @@ class _Pending:
     generation: _Generation
     timer: asyncio.TimerHandle | None = None
     call: ToolCall | None = None
+    batch: _Batch | None = None
 
 
 class _ClientOut:
@@ -186,6 +249,10 @@ class Relay:
         self._failed_restart_at: float | None = None
         self._restart_lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._recording = 0  # outcome recordings under way (after their answers went out)
+        self._recorded = asyncio.Event()
+        self._recorded.set()
+        self._answers_batches = False  # the server answered a request sent in a batch
         self.exit_code: asyncio.Future[int] = self._loop.create_future()
         self.closing = False
 
@@ -234,10 +301,11 @@ class Relay:
         while (line := await lines.next()) is not None:
             message = _parse(line)
             if isinstance(message, list):  # a JSON-RPC batch (protocol 2025-03-26)
-                for item in message:
-                    await self._from_client(item, _encode(item) if isinstance(item, dict) else b"")
-            else:
-                await self._from_client(message, line)
+                await self._client_batch(line, message)
+                continue
+            forward = await self._from_client(message, line, None)
+            if forward is not None:
+                await self._to_current(forward)
         if self._pending:
             # A client may send its requests and close its input at once (`printf ... |`):
             # each request that arrived is answered first, each within its own timeout.
@@ -245,32 +313,74 @@ class Relay:
                 "the MCP client closed its input; answering its %d requests in flight first",
                 len(self._pending),
             )
-            while self._pending and not self.out.closed and not self.closing:
+            while self._awaited() and not self.out.closed and not self.closing:
                 await asyncio.sleep(_DRAIN_POLL)
         _log.info("the MCP client disconnected; shutting down")
 
-    async def _from_client(self, message: Any, line: bytes) -> None:
+    def _awaited(self) -> bool:
+        """Whether an answer is still to come after the client's input ended.
+
+        A batch the server got as an array counts only once the server has answered one:
+        servers of protocol versions without batches ignore them, and no answer would come.
+        """
+        return any(
+            pending.batch is None or pending.batch.split or self._answers_batches
+            for pending in self._pending.values()
+        )
+
+    async def _client_batch(self, line: bytes, parsed: list[Any]) -> None:
+        """Look at each message of a batch; the server gets what is left as one array."""
+        batch = _Batch()
+        forward: list[bytes] = []
+        changed = False
+        for item, raw in _items(line, parsed):
+            kept = await self._from_client(item, raw, batch)
+            changed = changed or kept is not raw
+            if kept is not None:
+                forward.append(kept)
+        batch.sealed = True
+        generation = self._generation
+        if generation is not None and not generation.link.carries_batches:
+            batch.split = True  # its answers are joined into one array here
+            for item in forward:
+                await self._to_current(item)
+        elif not changed:
+            await self._to_current(line)
+        elif forward:
+            await self._to_current(_array(forward))
+        await self._batch_done(batch)
+
+    async def _from_client(self, message: Any, line: bytes, batch: _Batch | None) -> bytes | None:
+        """Handle one client message; returns the bytes to forward to the server, if any."""
         if not isinstance(message, dict):
+            if batch is not None:
+                return line  # the server answers an invalid item of a batch as it would
             # Privacy: the line may hold tool arguments, so only the fact is logged.
             _log.error("the MCP client sent a message that is not valid JSON-RPC")
-            return
+            return None
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:
-                await self._client_request(message, method, line)
-            else:
-                await self._client_notification(message, method, line)
-            return
+                return await self._client_request(message, method, line, batch)
+            return self._client_notification(message, method, line)
         # An answer to a request of the server (sampling, elicitation, roots).
         key = _key(message.get("id"))
         generation = self._generation
         if generation is None or not generation.alive or key in self._stale:
             _log.debug("dropping an answer meant for a server that has gone")
-            return
+            return None
         generation.server_requests.discard(key)
+        return line
+
+    async def _to_current(self, line: bytes) -> None:
+        """Forward to the server as it is now (dropped when it is not connected)."""
+        generation = self._generation
+        if generation is None or not generation.alive:
+            _log.debug("dropping a message: the server is not connected")
+            return
         await self._to_server(generation, line)
 
-    async def _client_notification(self, message: dict[str, Any], method: str, line: bytes) -> None:
+    def _client_notification(self, message: dict[str, Any], method: str, line: bytes) -> bytes:
         if method == "notifications/cancelled":
             params = message.get("params")
             request_id = params.get("requestId") if isinstance(params, dict) else None
@@ -281,15 +391,16 @@ class Relay:
                 self._settle(pending)
                 if pending.call is not None:
                     self.calls.abandon(pending.call)
+                if pending.batch is not None:
+                    self._spawn(self._batch_done(pending.batch))
         elif method == "notifications/initialized":
             self._initialized_sent = True
-        generation = self._generation
-        if generation is None or not generation.alive:
-            _log.debug("dropping %s: the server is not connected", method)
-            return
-        await self._to_server(generation, line)
+        return line
 
-    async def _client_request(self, message: dict[str, Any], method: str, line: bytes) -> None:
+    async def _client_request(
+        self, message: dict[str, Any], method: str, line: bytes, batch: _Batch | None
+    ) -> bytes | None:
+        """Returns the request's bytes to forward, or None when the proxy answered it."""
         request_id = message["id"]
         if method == "initialize":
             self._init = message
@@ -297,6 +408,8 @@ class Relay:
         if method == "tools/call":
             params = message.get("params")
             if isinstance(params, dict) and isinstance(params.get("name"), str):
+                if not self._recorded.is_set():  # decide as if the calls ran one by one
+                    await self._recorded.wait()
                 decision, call, changed = await self.calls.before(str(request_id), params)
                 if decision.action in ("block", "stop"):
                     result = (
@@ -304,23 +417,25 @@ class Relay:
                         if decision.action == "block"
                         else stopped_call_result(decision)
                     )
-                    await self._answer(request_id, result=result)
-                    return
+                    await self._answer(request_id, result=result, batch=batch)
+                    return None
                 if changed:
                     line = _encode(message)
         try:
             generation = await self._live()
         except DownstreamUnavailable as exc:
-            await self._fail_request(request_id, method, call, str(exc))
-            return
-        pending = _Pending(request_id, method, generation, call=call)
+            await self._fail_request(request_id, method, call, str(exc), batch)
+            return None
+        pending = _Pending(request_id, method, generation, call=call, batch=batch)
         timeout = self.spec.connect_timeout if method == "initialize" else self.options.call_timeout
         if timeout is not None:
             pending.timer = self._loop.call_later(
                 timeout, lambda: self._spawn(self._timed_out(pending, timeout))
             )
         self._pending[_key(request_id)] = pending
-        await self._to_server(generation, line)
+        if batch is not None:
+            batch.waiting += 1
+        return line
 
     async def _to_server(self, generation: _Generation, line: bytes) -> None:
         try:
@@ -340,8 +455,11 @@ class Relay:
         await self._lost(generation, reason, link.diagnostics())
 
     async def _from_server(self, generation: _Generation, line: bytes) -> None:
-        """Route one server message."""
+        """Route one server message (or one batch of them)."""
         message = _parse(line)
+        if isinstance(message, list):
+            await self._server_batch(generation, line, message)
+            return
         if not isinstance(message, dict):
             # Privacy: the line may hold tool output, so only the fact is logged.
             _log.error(
@@ -349,63 +467,131 @@ class Relay:
                 self.spec.describe(),
             )
             return
+        later: list[_Recording] = []
+        out, batch = await self._from_server_message(generation, message, line, later)
+        if batch is not None and batch.split and out is not None:
+            batch.answers.append(out)
+        elif out is not None:
+            await self.out.send(out)
+        if batch is not None:  # the rest of the batch may be complete now
+            await self._batch_done(batch)
+        await self._record(later)
+
+    async def _server_batch(self, generation: _Generation, line: bytes, parsed: list[Any]) -> None:
+        """An array from the server: each item routed; the proxy's own answers joined in."""
+        later: list[_Recording] = []
+        out: list[bytes] = []
+        batches: list[_Batch] = []
+        changed = False
+        for item, raw in _items(line, parsed):
+            kept: bytes | None = raw
+            if isinstance(item, dict):
+                kept, batch = await self._from_server_message(generation, item, raw, later)
+                if batch is not None and batch not in batches:
+                    batches.append(batch)
+            changed = changed or kept is not raw
+            if kept is not None:
+                out.append(kept)
+        for batch in batches:
+            if batch.sealed and not batch.waiting and batch.answers:
+                out.extend(batch.answers)
+                batch.answers = []
+                changed = True
+        if not changed:
+            await self.out.send(line)
+        elif out:
+            await self.out.send(_array(out))
+        await self._record(later)
+
+    async def _from_server_message(
+        self,
+        generation: _Generation,
+        message: dict[str, Any],
+        line: bytes,
+        later: list[_Recording],
+    ) -> tuple[bytes | None, _Batch | None]:
+        """One server message: the bytes for the client (None: nothing) and its batch."""
         if "method" in message:  # a request or notification of the server: pass it on
             if "id" in message:
                 key = _key(message["id"])
                 generation.server_requests.add(key)
                 self._stale.pop(key, None)  # a restarted server numbers its requests anew
-            await self.out.send(line)
-            return
+            return line, None
         key = _key(message.get("id"))
         own = self._own.pop(key, None)
         if own is not None:
             if not own[1].done():
                 own[1].set_result(message)
-            return
+            return None, None
         pending = self._pending.pop(key, None)
         if pending is None:
             if key in self._abandoned:
                 del self._abandoned[key]
                 _log.debug("dropping a late answer to a request that timed out")
-                return
-            await self.out.send(line)  # e.g. the answer to a request the client cancelled
-            return
+                return None, None
+            return line, None  # e.g. the answer to a request the client cancelled
         self._settle(pending)
+        if pending.batch is not None:
+            self._answers_batches = True
         if pending.method == "initialize" and "result" in message:
             self._ready = True
         if pending.method == "tools/list" and "result" in message:
             self.calls.learn_tools(message["result"])
         if pending.call is not None:
-            line = await self._finish_call(pending.call, message, line)
-        await self.out.send(line)
+            line = await self._finish_call(pending.call, message, line, later)
+        return line, pending.batch
 
-    async def _finish_call(self, call: ToolCall, message: dict[str, Any], line: bytes) -> bytes:
-        """Record a call's outcome; the bytes change only if the model must be told more."""
+    async def _finish_call(
+        self, call: ToolCall, message: dict[str, Any], line: bytes, later: list[_Recording]
+    ) -> bytes:
+        """The bytes for the client; they change only if the model must be told more.
+
+        Why ``later``: when no note can come of it, the outcome is recorded after the answer is
+        on its way, so the guard's bookkeeping adds nothing to the call's latency.
+        """
+        after = self.calls.after
         if "result" not in message:
             error = message.get("error")
             text = error.get("message") if isinstance(error, dict) else None
-            await self.calls.after(call, error=text if isinstance(text, str) else "JSON-RPC error")
+            later.append(partial(after, call, error=text if isinstance(text, str) else "error"))
             return line  # a JSON-RPC error passes through unchanged
         result = message["result"]
         if call.task:
             # A task-augmented call answers with the task, not the tool's result: recorded as
             # it is (each task is new, so it never looks like a repeat) and passed through.
-            await self.calls.after(call, result=result)
+            later.append(partial(after, call, result=result))
             return line
         problem = result_problem(result)
         if problem is not None:
             text = f"the MCP server {self.spec.describe()!r} sent a malformed answer ({problem})"
             _log.error("%s", text)
-            await self.calls.after(call, error=text)
+            later.append(partial(after, call, error=text))
             return _encode(
                 _response(message.get("id"), text_result(_PROXY_PREFIX + text, is_error=True))
             )
         value, error = outcome_of(result)
-        notes = await self.calls.after(call, result=value, error=error)
+        if not self.calls.may_annotate(call):
+            later.append(partial(after, call, result=value, error=error))
+            return line
+        notes = await after(call, result=value, error=error)
         if not notes:
             return line
         structured = self.calls.structured_note_allowed(call.name)
         return _encode({**message, "result": with_notes(result, notes, structured=structured)})
+
+    async def _record(self, later: list[_Recording]) -> None:
+        """Record outcomes whose answers have gone out; the next ``tools/call`` waits for it."""
+        if not later:
+            return
+        self._recording += 1
+        self._recorded.clear()
+        try:
+            for recording in later:
+                await recording()
+        finally:
+            self._recording -= 1
+            if not self._recording:
+                self._recorded.set()
 
     # ------------------------------------------------------------ failures
     async def _lost(self, generation: _Generation, reason: str, diagnostics: str) -> None:
@@ -437,7 +623,9 @@ class Relay:
             if pending.generation is generation:
                 del self._pending[key]
                 self._settle(pending)
-                await self._fail_request(pending.request_id, pending.method, pending.call, "")
+                await self._fail_request(
+                    pending.request_id, pending.method, pending.call, "", pending.batch
+                )
         if not self._ready:
             self.finish(1)
 
@@ -446,6 +634,7 @@ class Relay:
         if self._pending.get(key) is not pending:
             return
         del self._pending[key]
+        self._settle(pending)
         _remember(self._abandoned, key)
         if pending.method == "initialize" and not self._ready:
             text = (
@@ -453,11 +642,13 @@ class Relay:
                 f"no answer to 'initialize' within {timeout:g} s"
             )
             _log.error("%s%s", _PROXY_PREFIX, text)
-            await self._answer_error(pending.request_id, _PROXY_PREFIX + text)
+            await self._answer_error(pending.request_id, _PROXY_PREFIX + text, pending.batch)
             self.finish(1)
             return
         text = f"the MCP server {self.spec.describe()!r} did not answer within {timeout:g} s"
-        await self._fail_request(pending.request_id, pending.method, pending.call, text)
+        await self._fail_request(
+            pending.request_id, pending.method, pending.call, text, pending.batch
+        )
         cancel = {
             "jsonrpc": "2.0",
             "method": "notifications/cancelled",
@@ -470,26 +661,50 @@ class Relay:
             await self._to_server(pending.generation, _encode(cancel))
 
     async def _fail_request(
-        self, request_id: Any, method: str, call: ToolCall | None, reason: str
+        self,
+        request_id: Any,
+        method: str,
+        call: ToolCall | None,
+        reason: str,
+        batch: _Batch | None = None,
     ) -> None:
         """Answer a request the server cannot: ``isError`` for a call, else a JSON-RPC error."""
         text = _PROXY_PREFIX + (reason or self._gone())
         if call is not None:
             await self.calls.after(call, error=text)
-            await self._answer(request_id, result=text_result(text, is_error=True))
+            await self._answer(request_id, result=text_result(text, is_error=True), batch=batch)
         else:
-            await self._answer_error(request_id, text)
+            await self._answer_error(request_id, text, batch)
 
     def _settle(self, pending: _Pending) -> None:
+        """The request waits no more (answered, failed, timed out or cancelled)."""
         if pending.timer is not None:
             pending.timer.cancel()
+        if pending.batch is not None:
+            pending.batch.waiting -= 1
 
-    async def _answer(self, request_id: Any, *, result: dict[str, Any]) -> None:
-        await self.out.send(_encode(_response(request_id, result)))
+    async def _answer(
+        self, request_id: Any, *, result: dict[str, Any], batch: _Batch | None = None
+    ) -> None:
+        await self._reply(_encode(_response(request_id, result)), batch)
 
-    async def _answer_error(self, request_id: Any, text: str) -> None:
+    async def _answer_error(self, request_id: Any, text: str, batch: _Batch | None = None) -> None:
         error = {"code": _INTERNAL_ERROR, "message": text}
-        await self.out.send(_encode({"jsonrpc": "2.0", "id": request_id, "error": error}))
+        await self._reply(_encode({"jsonrpc": "2.0", "id": request_id, "error": error}), batch)
+
+    async def _reply(self, answer: bytes, batch: _Batch | None) -> None:
+        """Send the proxy's own answer, or keep it for its batch's array."""
+        if batch is None:
+            await self.out.send(answer)
+            return
+        batch.answers.append(answer)
+        await self._batch_done(batch)
+
+    async def _batch_done(self, batch: _Batch) -> None:
+        """Once no request of the batch waits on the server, its kept answers go out."""
+        if batch.sealed and not batch.waiting and batch.answers:
+            answers, batch.answers = batch.answers, []
+            await self.out.send(_array(answers))
 
     # ------------------------------------------------------------ restarts
     async def _live(self) -> _Generation:
