@@ -200,7 +200,7 @@ def _fast_exact(raw: str | bytes) -> Any:
 
 
 def loads_exact(raw: str) -> Any:
-    """``json.loads(raw)``, computed by orjson when that gives the same value (about 5x faster);
+    """``json.loads(raw)``, computed by orjson (the faster parser) when that gives the same value;
     raises :class:`json.JSONDecodeError` as the standard library does."""
     value = _fast_exact(raw)
     return json.loads(raw) if value is _NO_VALUE else value
