@@ -151,7 +151,7 @@ def test_swe_agent_0x_sample() -> None:
 
 
 def test_swe_agent_1x_sample_uses_structured_calls_from_history() -> None:
-    path = data_path("samples", "swe-agent-1x-fncall__6e44b9__sweagenttestrepo-1c2844.traj")
+    path = data_path("samples", SWE_1X)
     traj = _one(path)
     assert [c.tool for c in traj.calls] == ["find_file", "open", "edit", "bash", "submit"]
     assert traj.calls[0].params == {"file_name": "missing_colon.py"}
@@ -553,6 +553,39 @@ def test_lines_only_the_stdlib_parser_accepts_still_import(tmp_path: Path) -> No
     assert first.params["x"] != first.params["x"]  # NaN
     assert first.result == "\ud800"
     assert second.params == {"x": float("inf")}
+
+
+SWE_1X = "swe-agent-1x-fncall__6e44b9__sweagenttestrepo-1c2844.traj"
+_BIG = 123456789012345678901234567890  # beyond 64 bits: orjson would read it as a float
+
+
+def test_integers_beyond_64_bits_stay_integers(tmp_path: Path) -> None:
+    """Documents, lines and string-encoded arguments are read as the standard library reads
+    them, also where the fast parser differs silently: an integer beyond 64 bits stays an int
+    (a float would give the call another signature than the live guard computed)."""
+    lines = tmp_path / "big.jsonl"
+    lines.write_text(
+        json.dumps({"trajectory": "r", "tool": "t", "args": {"n": _BIG, "m": -(2**63) - 1}}) + "\n"
+    )
+    assert _one(lines).calls[0].params == {"n": _BIG, "m": -(2**63) - 1}
+    doc = json.loads(data_path("samples", SWE_1X).read_text(encoding="utf-8"))
+    for item in doc["history"]:
+        for call in item.get("tool_calls") or []:
+            call["function"]["arguments"] = json.dumps({"n": _BIG})
+    doc["info"]["model_stats"]["tokens_sent"] = _BIG
+    traj_file = tmp_path / "big.traj"
+    traj_file.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    traj = _one(traj_file)
+    # The last call (submit) is not in the history: its action text stands in for it.
+    assert [call.params for call in traj.calls[:4]] == [{"n": _BIG}] * 4
+    assert traj.usage is not None and traj.usage.input_tokens == _BIG
+    # A document without such numbers reads the same as with the standard library.
+    plain = _one(data_path("samples", SWE_1X))
+    assert [c.params for c in plain.calls[:4]] == [
+        json.loads(call["function"]["arguments"])
+        for item in json.loads(data_path("samples", SWE_1X).read_text())["history"]
+        for call in (item.get("tool_calls") or [])[:1]
+    ]
 
 
 def _mutate(rnd: Any, value: Any) -> None:

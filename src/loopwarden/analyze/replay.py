@@ -400,11 +400,7 @@ def quiet_guard_logs() -> Iterator[None]:
     Without this, Python's last-resort handler would print every warning and block of a big
     archive to stderr, and formatting them would dominate the replay time.
     """
-    # Modules log under their own name, some through a lazy logger created on its first
-    # message: the module names cover those not created yet.
-    known = [*logging.root.manager.loggerDict, *sys.modules]
-    names = ["loopwarden", *sorted({name for name in known if name.startswith("loopwarden.")})]
-    loggers = [logging.getLogger(name) for name in names]
+    loggers = _guard_loggers()
     saved = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True
@@ -413,3 +409,24 @@ def quiet_guard_logs() -> Iterator[None]:
     finally:
         for lg, was in zip(loggers, saved, strict=True):
             lg.disabled = was
+
+
+_LOGGERS: tuple[tuple[int, int], list[logging.Logger]] = ((-1, -1), [])
+
+
+def _guard_loggers() -> list[logging.Logger]:
+    """loopwarden's loggers, and those of its modules (some log through a lazy logger created
+    on its first message: the module names cover those not created yet).
+
+    Listed again only when a logger or a module was added since the last time: the analyzer
+    enters :func:`quiet_guard_logs` once per file, and the scan costs more than a small file.
+    """
+    global _LOGGERS
+    known = logging.root.manager.loggerDict
+    key = (len(known), len(sys.modules))
+    if key != _LOGGERS[0]:
+        found = {name for name in [*known, *sys.modules] if name.startswith("loopwarden.")}
+        loggers = [logging.getLogger(name) for name in ["loopwarden", *sorted(found)]]
+        # Creating the loggers adds them to loggerDict: the key is taken after it.
+        _LOGGERS = ((len(known), len(sys.modules)), loggers)
+    return _LOGGERS[1]

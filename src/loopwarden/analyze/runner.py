@@ -7,15 +7,13 @@ collected back in input order, so the report is identical to a single-process ru
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
 from loopwarden.analyze.spend import Prices, SpendTotals, priced
-from loopwarden.records import RunRecorder
 from loopwarden.transcripts import (
     EXPECTED,
     NotATranscript,
@@ -25,6 +23,9 @@ from loopwarden.transcripts import (
     read_transcripts,
 )
 from loopwarden.transcripts._io import READ_WARNINGS
+
+if TYPE_CHECKING:
+    from loopwarden.records import RunRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +182,11 @@ def iter_source(
     record for each trajectory (one config only); ``fields``: see :data:`Fields`.
     """
     # One writer per file, many rows per transaction (a replay is a bulk write).
-    recorder = RunRecorder(record, batch=500) if record is not None else None
+    recorder: RunRecorder | None = None
+    if record is not None:
+        from loopwarden.records import RunRecorder  # sqlite3: imported when asked for
+
+        recorder = RunRecorder(record, batch=500)
     replayers = [Replayer(LoopGuard(config), recorder) for config in configs]
     done = 0
     # A forced format that reads no tool call at all read the wrong kind of file: its empty
@@ -353,6 +358,8 @@ def _results(
             status = FileResult(source=source.path)
             yield status, iter_source(source, fmt, configs, status, record, fields)
         return
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: with --jobs only
+
     tasks = [(source, fmt, configs, record, fields) for source in sources]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         # map() yields in submission order, whatever order the workers finish in.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +58,8 @@ def sweep_row(variant: Variant, config: dict[str, Any], totals: Totals) -> dict[
     """One row: the variant's settings as asked and as they ran (clamping can change them:
     ``criticalThreshold`` 5 under a ``warningThreshold`` of 10 runs as 11), its summary and
     where the first blocks fall."""
+    import statistics  # decimal and fractions: paid by sweeps only
+
     positions = totals.first_block_indices
     asked = {key: parse_override(f"{key}={raw}")[1] for key, raw in variant.settings}
     return {

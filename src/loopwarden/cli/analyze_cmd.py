@@ -351,7 +351,7 @@ def _analyze_and_write(
     inputs: tuple[list[Source], list[str]],
 ) -> Analysis:
     """Replay everything, streaming jsonl lines as they come, then write the report."""
-    from loopwarden.analyze import report_html, report_json, report_text
+    from loopwarden.analyze import report_json
     from loopwarden.analyze.runner import run_analysis
     from loopwarden.analyze.spend import price_list
 
@@ -383,20 +383,27 @@ def _analyze_and_write(
     analysis.errors[:0] = input_errors
     if not any(totals.trajectories for totals in analysis.totals):
         raise _NothingToAnalyse(analysis)
+    # Each report's module is imported when it is asked for (rich's tables, html...).
     if writer is not None:
         writer.finish(analysis, notices)
-    elif args.sweep and args.output == "text":
-        report_text.write_sweep_text(analysis, variants, notices, out)
-    elif args.sweep and args.output == "html":
-        report_html.write_sweep_html(analysis, variants, notices, out, _page_context(args))
+    elif args.output == "text":
+        from loopwarden.analyze import report_text
+
+        if args.sweep:
+            report_text.write_sweep_text(analysis, variants, notices, out)
+        else:
+            report_text.write_text(analysis, notices, out)
+    elif args.output == "html":
+        from loopwarden.analyze import report_html
+
+        if args.sweep:
+            report_html.write_sweep_html(analysis, variants, notices, out, _page_context(args))
+        else:
+            report_html.write_html(analysis, notices, out, _page_context(args))
     elif args.sweep:
         report_json.write_sweep(analysis, variants, notices, out, lines=args.output == "jsonl")
     else:
-        writers = {"text": report_text.write_text, "json": report_json.write_json}
-        if args.output == "html":
-            report_html.write_html(analysis, notices, out, _page_context(args))
-        else:
-            writers[args.output](analysis, notices, out)
+        report_json.write_json(analysis, notices, out)
     return analysis
 
 

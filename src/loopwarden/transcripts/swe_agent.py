@@ -35,12 +35,13 @@ def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
         if not isinstance(step, dict):
             raise TranscriptError(str(path), f"trajectory[{index}] is not an object")
         action = step.get("action")
-        if not isinstance(action, str) or not action.strip():
+        wanted = action.strip() if isinstance(action, str) else ""
+        if not wanted:
             continue  # 1.x forced exit: the exit message is in thought/response
-        if action.strip() in _PSEUDO_ACTIONS:
+        if wanted in _PSEUDO_ACTIONS:
             continue
-        match, cursor = _match(structured, cursor, action)
-        call = match or ToolCall(tool=action.split()[0], params={"command": action.strip()})
+        match, cursor = _match(structured, cursor, wanted)
+        call = match or ToolCall(tool=wanted.split()[0], params={"command": wanted})
         call.tool_call_id = call.tool_call_id or f"{stem}:{index}"
         observation = step.get("observation")
         call.result = observation if isinstance(observation, str) else ""
@@ -70,7 +71,8 @@ def _history_calls(history: Any) -> list[tuple[str, ToolCall]]:
     if not isinstance(history, list):
         return calls
     for item in history:
-        if not isinstance(item, dict) or item.get("is_demo") or item.get("role") != "assistant":
+        # The role first: half the items are tool results.
+        if not isinstance(item, dict) or item.get("role") != "assistant" or item.get("is_demo"):
             continue
         tool_calls = item.get("tool_calls")
         action = item.get("action")
@@ -92,10 +94,10 @@ def _history_calls(history: Any) -> list[tuple[str, ToolCall]]:
 
 
 def _match(
-    structured: list[tuple[str, ToolCall]], cursor: int, action: str
+    structured: list[tuple[str, ToolCall]], cursor: int, wanted: str
 ) -> tuple[ToolCall | None, int]:
-    """The next history call whose action text equals this step's, searching forward."""
-    wanted = action.strip()
+    """The next history call whose action text equals this step's (stripped), searching
+    forward."""
     for position in range(cursor, len(structured)):
         if structured[position][0] == wanted:
             return structured[position][1], position + 1
