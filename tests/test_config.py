@@ -551,11 +551,62 @@ def test_user_policies_win_over_derived_ones_whole_entry() -> None:
     derived = {
         "edit": ToolPolicy(critical_threshold=2),
         "read": ToolPolicy(read_only=True),
-        "move": ToolPolicy(critical_threshold=3),
+        "move": ToolPolicy(warning_threshold=2, critical_threshold=3),
     }
     merged = with_tool_policies(config, derived)
     assert merged.policy("edit") == ToolPolicy()  # an empty entry still wins
     assert merged.policy("read") == ToolPolicy(critical_threshold=9)
-    assert merged.policy("move") == ToolPolicy(critical_threshold=3)
+    assert merged.policy("move") == ToolPolicy(warning_threshold=2, critical_threshold=3)
     assert merged.for_tool("move").critical_threshold == 3
     assert with_tool_policies(config, {"edit": ToolPolicy(poll=True)}) is config
+
+
+def test_an_agents_tool_policies_merge_with_the_global_ones_tool_by_tool() -> None:
+    full = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "toolPolicies": {"status": {"poll": True}, "rm": {"criticalThreshold": 4}},
+            }
+        },
+        "agents": {
+            "list": [{"id": "ops", "tools": {"loopDetection": {"toolPolicies": {"rm": {}}}}}]
+        },
+    }
+    ops = lw.resolve_config(lw.effective_config(full, "ops"))
+    assert ops.policy("status") == ToolPolicy(poll=True)  # kept from the global block
+    assert ops.policy("rm") == ToolPolicy()  # the agent's entry replaces the global one whole
+    assert lw.resolve_config(lw.effective_config(full, None)).policy("rm") == ToolPolicy(
+        critical_threshold=4
+    )
+
+
+def test_a_policys_own_threshold_wins_over_the_inherited_one() -> None:
+    config = lw.resolve_config({"enabled": True, "toolPolicies": {"rm": {"criticalThreshold": 5}}})
+    rm = config.for_tool("rm")  # the block's warningThreshold is 10: lowered to stay below 5
+    assert (rm.warning_threshold, rm.critical_threshold) == (4, 5)
+    config = lw.resolve_config({"enabled": True, "toolPolicies": {"rm": {"criticalThreshold": 1}}})
+    assert (config.for_tool("rm").warning_threshold, config.for_tool("rm").critical_threshold) == (
+        1,
+        2,
+    )
+    config = lw.resolve_config({"enabled": True, "toolPolicies": {"ls": {"warningThreshold": 25}}})
+    ls = config.for_tool("ls")  # a warning above the block's critical raises that instead
+    assert (ls.warning_threshold, ls.critical_threshold, ls.global_circuit_breaker_threshold) == (
+        25,
+        26,
+        30,
+    )
+
+
+def test_a_policy_with_thresholds_out_of_order_gets_a_notice_not_an_error() -> None:
+    block = {
+        "enabled": True,
+        "toolPolicies": {"rm": {"warningThreshold": 6, "criticalThreshold": 3}},
+    }
+    notices = lw.validate_config(block).notices
+    assert (
+        "tools.loopDetection: toolPolicies.rm: criticalThreshold 3 is not above warningThreshold "
+        "6; runtime uses criticalThreshold 7 for that tool"
+    ) in notices
+    assert lw.resolve_config(block).for_tool("rm").critical_threshold == 7

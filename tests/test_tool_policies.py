@@ -2,8 +2,7 @@
 
 The MCP proxy fills these from tool annotations (tests/mcp_proxy/test_annotations.py); here
 they are set by hand, as a library user would. The properties check the promises the proxy's
-mapping relies on: ``readOnly`` changes warnings only, never a block; lower thresholds never
-block later.
+mapping relies on: ``readOnly`` never changes a block; lower thresholds never block later.
 """
 
 from __future__ import annotations
@@ -113,13 +112,18 @@ def test_own_thresholds_block_a_destructive_tool_sooner_in_both_profiles() -> No
 # Properties over random runs: a few tools, arguments and results, so loops of every kind
 # (repeats, ping-pong, cycles, same outcome, unknown tools) come up.
 
-_calls = st.lists(
-    st.tuples(
-        st.sampled_from(["a", "b", "c"]),
-        st.sampled_from([{"x": 1}, {"x": 2}]),
-        st.sampled_from(["r1", "r2", ""]),
-    ),
-    max_size=45,
+_call = st.tuples(
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from([{"x": 1}, {"x": 2}]),
+    st.sampled_from(["r1", "r2", ""]),
+)
+# Runs made of segments, each a short pattern repeated: repeats, ping-pongs and cycles of every
+# length come up, with stray calls between them.
+_segment = st.tuples(st.lists(_call, min_size=1, max_size=3), st.integers(1, 14)).map(
+    lambda segment: segment[0] * segment[1]
+)
+_calls = st.lists(_segment, max_size=5).map(
+    lambda segments: [call for segment in segments for call in segment][:70]
 )
 _blocks = st.sampled_from(
     [
@@ -137,15 +141,14 @@ def _blocking(actions: list[str]) -> list[tuple[int, str]]:
 
 @settings(max_examples=300, deadline=None)
 @given(_calls, _blocks, st.sets(st.sampled_from(["a", "b", "c"])))
-def test_read_only_changes_warnings_only_never_a_block(
+def test_read_only_never_changes_a_block(
     calls: list[tuple[str, Any, Any]], block: dict[str, Any], tools: set[str]
 ) -> None:
+    """Only warnings move: one counted over repeats without progress may come at a later call
+    (or never), since such repeats reach the threshold later than all repeats do."""
     plain = run_calls(lw.LoopGuard(block), calls)
     read_only = run_calls(with_policies(block, {t: {"readOnly": True} for t in tools}), calls)
     assert _blocking(read_only) == _blocking(plain)
-    warned = {i for i, a in enumerate(read_only) if a == "warn"}
-    plain_warned = {i for i, a in enumerate(plain) if a == "warn"}
-    assert warned <= plain_warned
 
 
 @settings(max_examples=300, deadline=None)

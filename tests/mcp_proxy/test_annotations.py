@@ -9,12 +9,18 @@ repeated with one result runs three times; the annotations move that, per docs/m
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_mcp_proxy import connect, env_for, executions, proxy_argv, run, texts
 from test_passthrough import npm_server
+
+import loopwarden as lw
+from loopwarden.core.config import ToolPolicy, resolve_config
+from loopwarden.mcp_proxy._guarding import CallGuard, policy_from_annotations
 
 # Annotations off, the profile otherwise the same as the proxy's zero-config one.
 NO_ANNOTATIONS = ("--set", "profile=recommended", "--set", "toolAnnotations=false")
@@ -136,3 +142,122 @@ def test_the_reference_filesystem_server_annotations_apply(counter: Path, tmp_pa
     plain_edits = actions(call_repeatedly(NO_ANNOTATIONS, counter, edits, server=server))
     assert annotated.index("block") == 3  # two identical failures in a row are enough
     assert plain_edits.index("block") == 4  # three, as for any tool
+
+
+# ---------------------------------------------------------------------------------------------
+# The mapping and CallGuard's bookkeeping, without a server: a real LoopGuard, a listing as a
+# server sends it.
+
+OPENCLAW = resolve_config({"enabled": True})
+RECOMMENDED = resolve_config({"profile": "recommended"})
+DESTRUCTIVE = {"destructiveHint": True, "idempotentHint": False}
+# The recommended profile's 8 / 10 and 3 / 3, halved (rounded up).
+HALVED = ToolPolicy(
+    warning_threshold=4,
+    critical_threshold=5,
+    consecutive_warning_threshold=2,
+    consecutive_critical_threshold=2,
+)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "config", "policy"),
+    [
+        ({"readOnlyHint": True}, RECOMMENDED, ToolPolicy(read_only=True)),
+        # the other hints mean nothing for a read-only tool (MCP spec)
+        ({"readOnlyHint": True, **DESTRUCTIVE}, RECOMMENDED, ToolPolicy(read_only=True)),
+        (DESTRUCTIVE, RECOMMENDED, HALVED),
+        (
+            {"destructiveHint": True},
+            OPENCLAW,
+            ToolPolicy(warning_threshold=5, critical_threshold=10),
+        ),
+        (
+            {"destructiveHint": True, "readOnlyHint": False},
+            resolve_config({"enabled": True, "warningThreshold": 3, "criticalThreshold": 5}),
+            ToolPolicy(warning_threshold=2, critical_threshold=3),
+        ),
+        ({"destructiveHint": True, "idempotentHint": True}, RECOMMENDED, None),
+        ({"destructiveHint": False, "idempotentHint": False}, RECOMMENDED, None),
+        ({"openWorldHint": True}, RECOMMENDED, None),
+        ({"openWorldHint": False, "readOnlyHint": False}, RECOMMENDED, None),
+        ({}, RECOMMENDED, None),  # the spec's defaults are no evidence
+        (None, RECOMMENDED, None),
+        ({"readOnlyHint": "true", "destructiveHint": 1}, RECOMMENDED, None),  # not booleans
+        (["readOnlyHint"], RECOMMENDED, None),
+    ],
+)
+def test_the_mapping_table(annotations: Any, config: Any, policy: ToolPolicy | None) -> None:
+    assert policy_from_annotations(annotations, config) == policy
+
+
+def listing(**tools: Any) -> dict[str, Any]:
+    """A ``tools/list`` result: tool name → its annotations (None: no annotations key)."""
+    entries = []
+    for name, hints in tools.items():
+        entry: dict[str, Any] = {"name": name, "inputSchema": {"type": "object"}}
+        if hints is not None:
+            entry["annotations"] = hints
+        entries.append(entry)
+    return {"tools": entries}
+
+
+def test_call_guard_sets_policies_under_the_users_own(caplog: pytest.LogCaptureFixture) -> None:
+    guard = lw.LoopGuard({"profile": "recommended", "toolPolicies": {"mv": {"poll": True}}})
+    own = guard.config
+    calls = CallGuard(guard, "s")
+    with caplog.at_level(logging.INFO, "loopwarden.mcp_proxy"):
+        calls.learn_tools(
+            listing(cat={"readOnlyHint": True}, rm=DESTRUCTIVE, mv=DESTRUCTIVE, x=None)
+        )
+    assert guard.config.policy("cat") == ToolPolicy(read_only=True)
+    assert guard.config.policy("rm") == HALVED
+    assert guard.config.policy("mv") == ToolPolicy(poll=True)  # yours wins
+    assert guard.config.policy("x") is None
+    assert guard.config.for_tool("rm").consecutive_critical_threshold == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        'policy from tool annotations for 1 tool(s) (cat): {"readOnly": true}',
+        "policy from tool annotations for 1 tool(s) (rm): {"
+        '"consecutiveCriticalThreshold": 2, "consecutiveWarningThreshold": 2, '
+        '"criticalThreshold": 5, "warningThreshold": 4}',
+        "policy from tool annotations for 1 tool(s) (mv): none: your toolPolicies entry for "
+        "it wins",
+    ]
+    caplog.clear()
+    before = guard.config
+    with caplog.at_level(logging.INFO, "loopwarden.mcp_proxy"):
+        calls.learn_tools(listing(cat={"readOnlyHint": True}, rm=DESTRUCTIVE, mv=DESTRUCTIVE))
+    assert guard.config is before and caplog.records == []  # the same listing: nothing redone
+    # The server changes its tools (list_changed, then a new listing): the policies follow.
+    with caplog.at_level(logging.INFO, "loopwarden.mcp_proxy"):
+        calls.learn_tools(listing(cat={"readOnlyHint": False}, rm={"readOnlyHint": True}))
+    assert guard.config.policy("cat") is None
+    assert guard.config.policy("rm") == ToolPolicy(read_only=True)
+    assert guard.config.policy("mv") == ToolPolicy(poll=True)
+    assert own.tool_policies == guard.config.tool_policies[:1]
+    assert "(cat): none (its annotations no longer justify one)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"profile": "recommended", "toolAnnotations": False},
+        {"enabled": False},  # detection off: nothing to derive
+        {},  # enabled absent: OpenClaw's detectors are off
+    ],
+)
+def test_no_policies_when_annotations_are_off_or_detection_is(block: dict[str, Any]) -> None:
+    guard = lw.LoopGuard(block)
+    own = guard.config
+    CallGuard(guard, "s").learn_tools(listing(cat={"readOnlyHint": True}, rm=DESTRUCTIVE))
+    assert guard.config is own
+
+
+def test_a_malformed_listing_is_ignored() -> None:
+    guard = lw.LoopGuard({"profile": "recommended"})
+    own = guard.config
+    calls = CallGuard(guard, "s")
+    for result in (None, {"tools": "x"}, {"tools": [None, {"name": 3}, {"annotations": {}}]}):
+        calls.learn_tools(result)
+    calls.learn_tools({"tools": [{"name": "t", "annotations": "readOnly"}]})
+    assert guard.config is own

@@ -332,7 +332,15 @@ def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedCo
 def with_thresholds(
     config: ResolvedConfig, warning: int | None, critical: int | None
 ) -> ResolvedConfig:
-    """``config`` with its own warning/critical thresholds (a tool policy), clamped as in §1.1."""
+    """``config`` with its own warning/critical thresholds (a tool policy), clamped as in §1.1.
+
+    A threshold given wins over the one inherited from ``config``: a critical threshold at or
+    below the inherited warning one lowers that to just below it (``{"criticalThreshold": 5}``
+    blocks at 5 whatever the block's ``warningThreshold``); both given out of order, the
+    critical one is raised above the warning one, as for the block itself.
+    """
+    if critical and not warning and critical <= config.warning_threshold:
+        warning = max(1, critical - 1)
     warning = warning or config.warning_threshold
     critical = critical or config.critical_threshold
     if critical <= warning:
@@ -478,7 +486,9 @@ def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in top.items():
         below = merged.get(key)
-        nested = key in ("detectors", "postCompactionGuard")
+        # toolPolicies (an extension) merges tool by tool, so an agent's block adds to or
+        # replaces the global block's entries one tool at a time, as it does detectors.
+        nested = key in ("detectors", "postCompactionGuard", "toolPolicies")
         if nested and isinstance(below, Mapping) and isinstance(value, Mapping):
             merged[key] = {**below, **value}
         else:
@@ -622,6 +632,20 @@ def _block_problems(block: object, prefix: str) -> list[str]:
     return block_problems(block, prefix)
 
 
+def _policy_notices(resolved: ResolvedConfig, where: str) -> list[str]:
+    """A tool policy whose own warning and critical thresholds are out of order."""
+    notices = []
+    for name, policy in resolved.tool_policies:
+        warning, critical = policy.warning_threshold, policy.critical_threshold
+        if warning is not None and critical is not None and critical <= warning:
+            notices.append(
+                f"{where}: toolPolicies.{name}: criticalThreshold {critical} is not above "
+                f"warningThreshold {warning}; runtime uses criticalThreshold {warning + 1} "
+                "for that tool"
+            )
+    return notices
+
+
 def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
     """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
     merged = with_profile_defaults(block)
@@ -634,7 +658,7 @@ def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
             return f"{merged[key]} (from profile {block.get('profile')!r})"
         return f"{_NUMERIC_DEFAULTS[key]} (default)"
 
-    notices = []
+    notices = _policy_notices(resolved, where)
     if resolved.critical_threshold != _positive_int(
         merged.get("criticalThreshold"), _NUMERIC_DEFAULTS["criticalThreshold"]
     ):
