@@ -502,7 +502,8 @@ class LoopGuard:
 
     def _config_for(self, tool: str) -> ResolvedConfig:
         """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
-        return self.config.for_tool(tool)
+        config = self.config
+        return config.for_tool(tool) if config.tool_policies else config
 
     def _verdict(
         self,

@@ -261,3 +261,12 @@ def test_a_malformed_listing_is_ignored() -> None:
         calls.learn_tools(result)
     calls.learn_tools({"tools": [{"name": "t", "annotations": "readOnly"}]})
     assert guard.config is own
+
+
+def test_a_tool_name_cannot_drive_the_terminal_through_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls = CallGuard(lw.LoopGuard({"profile": "recommended"}), "s")
+    with caplog.at_level(logging.INFO, "loopwarden.mcp_proxy"):
+        calls.learn_tools(listing(**{"cat\x1b[2J\rok": {"readOnlyHint": True}}))
+    assert "(cat\\x1b[2J\\rok)" in caplog.text and "\x1b" not in caplog.text

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from loopwarden._terminal import printable
 from loopwarden.core.canonical import UNDEFINED
 from loopwarden.core.config import ResolvedConfig, ToolPolicy, with_tool_policies
 from loopwarden.events import LoopEvent
@@ -227,7 +228,7 @@ def _log_annotation_policies(changed: dict[str, ToolPolicy | None], config: Reso
         _log.info(
             "policy from tool annotations for %d tool(s) (%s): %s",
             len(names),
-            ", ".join(sorted(names)),
+            ", ".join(printable(name) for name in sorted(names)),  # a server's names
             shown,
         )
 
