@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import loopwarden as lw
-from loopwarden.core.config import agent_ids
+from loopwarden.core.config import ToolPolicy, agent_ids, with_tool_policies
 
 
 def test_defaults_when_nothing_is_configured() -> None:
@@ -439,3 +439,174 @@ def test_a_syntax_error_in_a_large_file_is_found_without_the_slow_parser(
     line = text[: text.index("ratio: .5,")].count("\n") + 1
     assert f"syntax error at line {line}, column" in str(caught.value)
     assert "Expected 'comma' or '}', found 'b'" in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# toolPolicies and toolAnnotations
+
+
+def test_tool_policies_resolve_every_key_and_round_trip() -> None:
+    raw = {
+        "toolPolicies": {
+            "delete": {
+                "warningThreshold": 3,
+                "criticalThreshold": 4,
+                "consecutiveWarningThreshold": 2,
+                "consecutiveCriticalThreshold": 2,
+            },
+            "status": {"readOnly": True, "poll": True},
+            "noop": {},
+        },
+        "toolAnnotations": False,
+    }
+    config = lw.resolve_config(raw)
+    delete = config.policy("delete")
+    assert delete is not None and delete.consecutive_critical_threshold == 2
+    status = config.policy("status")
+    assert status is not None and status.read_only and status.poll and not status.exempt
+    assert config.policy("noop") == ToolPolicy()
+    assert config.policy("missing") is None
+    assert config.tool_annotations is False and lw.resolve_config({}).tool_annotations is True
+    camel = config.to_camel()
+    assert camel["toolPolicies"] == raw["toolPolicies"] and camel["toolAnnotations"] is False
+    assert lw.resolve_config(camel) == config
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "3", True, None])
+def test_tool_policy_thresholds_fall_back_leniently(bad: object) -> None:
+    config = lw.resolve_config(
+        {"toolPolicies": {"t": {"consecutiveCriticalThreshold": bad, "readOnly": "yes"}}}
+    )
+    policy = config.policy("t")
+    assert policy is not None and policy.consecutive_critical_threshold is None
+    assert not policy.read_only and not policy.has_thresholds
+    assert config.for_tool("t") is config  # nothing to change: the same object
+
+
+def test_a_tool_policys_thresholds_apply_to_that_tool_only_clamped_and_built_once() -> None:
+    config = lw.resolve_config(
+        {
+            "profile": "recommended",
+            "toolPolicies": {
+                "rm": {"warningThreshold": 6, "criticalThreshold": 2},
+                "mv": {"consecutiveCriticalThreshold": 2},
+            },
+        }
+    )
+    rm = config.for_tool("rm")
+    # critical at or below warning is raised above it, as for the block's own thresholds
+    assert (rm.warning_threshold, rm.critical_threshold) == (6, 7)
+    assert rm.global_circuit_breaker_threshold == config.global_circuit_breaker_threshold
+    assert rm.consecutive_critical_threshold == config.consecutive_critical_threshold
+    mv = config.for_tool("mv")
+    assert mv.consecutive_critical_threshold == 2
+    assert mv.consecutive_warning_threshold == config.consecutive_warning_threshold
+    assert (mv.warning_threshold, mv.critical_threshold) == (8, 10)
+    assert config.for_tool("mv") is mv  # built once per tool
+    assert config.for_tool("other") is config
+
+
+def test_tool_policy_problems_point_at_the_field() -> None:
+    block = {
+        "toolAnnotations": "off",
+        "toolAnotations": True,
+        "toolPolicies": {
+            "edit_file": {"readonly": True, "consecutiveCriticalThreshold": 0},
+            "read": {"readOnly": 1, "criticalThreshold": 2.5},
+            "bad": None,
+        },
+    }
+    with pytest.raises(lw.ConfigError) as err:
+        lw.validate_config(block)
+    problems = err.value.problems
+    prefix = "tools.loopDetection"
+    expected = [
+        f"{prefix}.toolAnnotations: must be true or false, got str 'off'",
+        f"{prefix}.toolAnotations: unknown key; did you mean toolAnnotations?",
+        f"{prefix}.toolPolicies.edit_file.readonly: unknown key; did you mean readOnly?",
+        f"{prefix}.toolPolicies.edit_file.consecutiveCriticalThreshold: must be a positive "
+        "integer, got 0",
+        f"{prefix}.toolPolicies.read.readOnly: must be true or false, got int 1",
+        f"{prefix}.toolPolicies.read.criticalThreshold: must be a positive integer, got float 2.5",
+        f"{prefix}.toolPolicies.bad: must be an object, got NoneType",
+    ]
+    assert sorted(problems) == sorted(expected)
+
+
+def test_valid_tool_policies_and_the_annotation_switch_pass_strict_validation() -> None:
+    block = {
+        "profile": "recommended",
+        "toolAnnotations": False,
+        "toolPolicies": {
+            "status": {"readOnly": True},
+            "delete": {"consecutiveWarningThreshold": 1, "consecutiveCriticalThreshold": 2},
+        },
+    }
+    assert lw.validate_config(block).resolve().policy("status") is not None
+
+
+def test_user_policies_win_over_derived_ones_whole_entry() -> None:
+
+    config = lw.resolve_config({"toolPolicies": {"edit": {}, "read": {"criticalThreshold": 9}}})
+    derived = {
+        "edit": ToolPolicy(critical_threshold=2),
+        "read": ToolPolicy(read_only=True),
+        "move": ToolPolicy(warning_threshold=2, critical_threshold=3),
+    }
+    merged = with_tool_policies(config, derived)
+    assert merged.policy("edit") == ToolPolicy()  # an empty entry still wins
+    assert merged.policy("read") == ToolPolicy(critical_threshold=9)
+    assert merged.policy("move") == ToolPolicy(warning_threshold=2, critical_threshold=3)
+    assert merged.for_tool("move").critical_threshold == 3
+    assert with_tool_policies(config, {"edit": ToolPolicy(poll=True)}) is config
+
+
+def test_an_agents_tool_policies_merge_with_the_global_ones_tool_by_tool() -> None:
+    full = {
+        "tools": {
+            "loopDetection": {
+                "enabled": True,
+                "toolPolicies": {"status": {"poll": True}, "rm": {"criticalThreshold": 4}},
+            }
+        },
+        "agents": {
+            "list": [{"id": "ops", "tools": {"loopDetection": {"toolPolicies": {"rm": {}}}}}]
+        },
+    }
+    ops = lw.resolve_config(lw.effective_config(full, "ops"))
+    assert ops.policy("status") == ToolPolicy(poll=True)  # kept from the global block
+    assert ops.policy("rm") == ToolPolicy()  # the agent's entry replaces the global one whole
+    assert lw.resolve_config(lw.effective_config(full, None)).policy("rm") == ToolPolicy(
+        critical_threshold=4
+    )
+
+
+def test_a_policys_own_threshold_wins_over_the_inherited_one() -> None:
+    config = lw.resolve_config({"enabled": True, "toolPolicies": {"rm": {"criticalThreshold": 5}}})
+    rm = config.for_tool("rm")  # the block's warningThreshold is 10: lowered to stay below 5
+    assert (rm.warning_threshold, rm.critical_threshold) == (4, 5)
+    config = lw.resolve_config({"enabled": True, "toolPolicies": {"rm": {"criticalThreshold": 1}}})
+    assert (config.for_tool("rm").warning_threshold, config.for_tool("rm").critical_threshold) == (
+        1,
+        2,
+    )
+    config = lw.resolve_config({"enabled": True, "toolPolicies": {"ls": {"warningThreshold": 25}}})
+    ls = config.for_tool("ls")  # a warning above the block's critical raises that instead
+    assert (ls.warning_threshold, ls.critical_threshold, ls.global_circuit_breaker_threshold) == (
+        25,
+        26,
+        30,
+    )
+
+
+def test_a_policy_with_thresholds_out_of_order_gets_a_notice_not_an_error() -> None:
+    block = {
+        "enabled": True,
+        "toolPolicies": {"rm": {"warningThreshold": 6, "criticalThreshold": 3}},
+    }
+    notices = lw.validate_config(block).notices
+    assert (
+        "tools.loopDetection: toolPolicies.rm: criticalThreshold 3 is not above warningThreshold "
+        "6; runtime uses criticalThreshold 7 for that tool"
+    ) in notices
+    assert lw.resolve_config(block).for_tool("rm").critical_threshold == 7

@@ -275,7 +275,7 @@ def test_the_type_checking_imports_match_the_lazy_table() -> None:
 # plainly_valid is the no-pydantic fast path of strict validation: it may say "not sure" about
 # a valid block, but must never accept one the schema refuses.
 
-_BOOL_KEYS = ["enabled", "countBlockedCalls", "normalizeVolatile"]
+_BOOL_KEYS = ["enabled", "countBlockedCalls", "normalizeVolatile", "toolAnnotations"]
 _DETECTOR_KEYS = [
     "genericRepeat",
     "knownPollNoProgress",
@@ -329,7 +329,18 @@ def _mostly_valid(key: str) -> st.SearchStrategy[Any]:
         valid = st.lists(st.sampled_from([r"job-\d+", "(", "a+"]), max_size=3)
     elif key == "toolPolicies":
         policy = st.dictionaries(
-            st.sampled_from(["poll", "exempt", "warningThreshold", "criticalThreshold", "typo"]),
+            st.sampled_from(
+                [
+                    "poll",
+                    "exempt",
+                    "readOnly",
+                    "warningThreshold",
+                    "criticalThreshold",
+                    "consecutiveWarningThreshold",
+                    "consecutiveCriticalThreshold",
+                    "typo",
+                ]
+            ),
             _leaf,
         )
         valid = st.dictionaries(st.sampled_from(["exec", "read"]), policy | _leaf, max_size=2)
@@ -372,6 +383,9 @@ _blocks = st.lists(st.sampled_from(_TOP_KEYS), max_size=4, unique=True).flatmap(
 @example({"toolPolicies": {"exec": None}})
 @example({"toolPolicies": {"exec": {"poll": 1}}})
 @example({"toolPolicies": {"exec": {"warningThreshold": 0}}})
+@example({"toolPolicies": {"exec": {"readOnly": 1}}})
+@example({"toolPolicies": {"exec": {"consecutiveCriticalThreshold": 0}}})
+@example({"toolAnnotations": 0})
 @example({"typo": None})
 def test_plainly_valid_never_accepts_what_the_schema_refuses(block: dict[str, Any]) -> None:
     if plainly_valid(block):
@@ -386,6 +400,7 @@ def test_plainly_valid_never_accepts_what_the_schema_refuses(block: dict[str, An
         {**RECOMMENDED_PROFILE, "profile": "recommended"},
         {"profile": "recommended", "criticalThreshold": 5, "detectors": {"pingPong": False}},
         {"toolPolicies": {"exec": {"poll": True}, "read": {"warningThreshold": 4}}},
+        {"toolAnnotations": False, "toolPolicies": {"rm": {"consecutiveCriticalThreshold": 2}}},
         {"volatilePatterns": [r"job-\d+"], "postCompactionGuard": {"windowSize": 5}},
     ],
 )

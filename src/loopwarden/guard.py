@@ -31,7 +31,6 @@ from loopwarden.core.config import (
     is_full_config,
     load_config,
     resolve_config,
-    with_thresholds,
 )
 from loopwarden.core.detectors import NOT_STUCK, Verdict, detect, is_known_poll
 from loopwarden.core.errors import LoopStoppedError
@@ -503,10 +502,8 @@ class LoopGuard:
 
     def _config_for(self, tool: str) -> ResolvedConfig:
         """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
-        policy = self.config.policy(tool) if self.config.tool_policies else None
-        if policy is None or policy.warning_threshold is policy.critical_threshold is None:
-            return self.config
-        return with_thresholds(self.config, policy.warning_threshold, policy.critical_threshold)
+        config = self.config
+        return config.for_tool(tool) if config.tool_policies else config
 
     def _verdict(
         self,

@@ -45,6 +45,43 @@ def poll(job: str) -> str:
     return f"job {job}: still running"
 
 
+# Annotated tools (loopwarden derives per-tool policies from annotations): a read-only status
+# whose job advances at every call, one whose job never does, and two destructive tools, one
+# idempotent and one not.
+_steps: dict[str, int] = {}
+
+
+@app.tool(annotations=types.ToolAnnotations(readOnlyHint=True, openWorldHint=False))
+def watch(job: str) -> str:
+    """Report a job's progress: it advances one step at every call."""
+    _count("watch")
+    _steps[job] = _steps.get(job, 0) + 1
+    return f"job {job}: step {_steps[job]}"
+
+
+@app.tool(annotations=types.ToolAnnotations(readOnlyHint=True))
+def status(job: str) -> str:
+    """Report a job's status; it never changes."""
+    _count("status")
+    return f"job {job}: still running"
+
+
+@app.tool(annotations=types.ToolAnnotations(destructiveHint=True, idempotentHint=False))
+def shred(path: str) -> str:
+    """Overwrite a file with noise (pretend): every call destroys again."""
+    _count("shred")
+    return f"shredded {path}"
+
+
+@app.tool(
+    annotations=types.ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True)
+)
+def reset(path: str) -> str:
+    """Reset a file to empty (pretend): a second call changes nothing more."""
+    _count("reset")
+    return f"reset {path}"
+
+
 @app.tool()
 def echo(text: str) -> str:
     """Return the given text unchanged."""

@@ -28,7 +28,7 @@ import pytest
 
 from loopwarden.core.config import resolve_config
 
-from _support import require_binary, require_module
+from _support import require_binary
 
 SERVER = Path(__file__).with_name("server.py")
 # The interpreter that runs the proxy: the mcp 2.x pass of .ci/run points it to a venv with
@@ -36,16 +36,6 @@ SERVER = Path(__file__).with_name("server.py")
 PROXY_PYTHON = os.environ.get("LOOPWARDEN_TEST_PROXY_PYTHON", sys.executable)
 COUNTER_ENV = "LOOPWARDEN_TEST_COUNTER"
 LIMIT = 60.0  # seconds any single test body may take before it counts as a hang
-
-
-@pytest.fixture(autouse=True)
-def _mcp_sdk() -> None:
-    require_module("mcp", "mcp")
-
-
-@pytest.fixture
-def counter(tmp_path: Path) -> Path:
-    return tmp_path / "executions.txt"
 
 
 def executions(counter: Path) -> Counter[str]:

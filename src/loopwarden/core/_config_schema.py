@@ -45,8 +45,11 @@ class _Detectors(_Strict):
 class _ToolPolicy(_Strict):
     poll: StrictBool | None = None
     exempt: StrictBool | None = None
+    readOnly: StrictBool | None = None
     warningThreshold: _PositiveInt | None = None
     criticalThreshold: _PositiveInt | None = None
+    consecutiveWarningThreshold: _PositiveInt | None = None
+    consecutiveCriticalThreshold: _PositiveInt | None = None
 
 
 _NonNegativeInt = Annotated[int, BeforeValidator(_strict_positive), Field(strict=True, ge=0)]
@@ -80,6 +83,7 @@ class _LoopDetectionBlock(_Strict):
     repeatedErrorThreshold: _PositiveInt | None = None
     sameOutcomeThreshold: _PositiveInt | None = None
     toolPolicies: dict[str, _ToolPolicy] | None = None
+    toolAnnotations: StrictBool | None = None
 
 
 def _loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
@@ -89,11 +93,35 @@ def _loc_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed where the unknown key at ``loc`` stands (``toolPolicies`` holds one
+    policy per tool name, so its keys are one level further down)."""
+    model: type[BaseModel] = _LoopDetectionBlock
+    if len(loc) == 2 and loc[0] in ("detectors", "postCompactionGuard"):
+        model = _Detectors if loc[0] == "detectors" else _PostCompactionGuard
+    elif len(loc) == 3 and loc[0] == "toolPolicies":
+        model = _ToolPolicy
+    elif len(loc) != 1:
+        return []
+    return list(model.model_fields)
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    import difflib
+
+    text = "unknown key (a typo? the keys are listed in README.md, Configuration)"
+    close = difflib.get_close_matches(str(loc[-1]), _known_keys(loc), n=1, cutoff=0.6)
+    if not close:  # a case slip (readonly) is a near miss whatever its length
+        folded = {key.lower(): key for key in _known_keys(loc)}
+        close = [folded[str(loc[-1]).lower()]] if str(loc[-1]).lower() in folded else []
+    return f"unknown key; did you mean {close[0]}?" if close else text
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":
-        return "unknown key (a typo? the keys are listed in README.md, Configuration)"
+        return _unknown_key(tuple(error["loc"]))
     if kind == "greater_than":
         return f"must be a positive integer, got {value!r}"
     if kind in ("int_type", "int_parsing", "int_from_float"):

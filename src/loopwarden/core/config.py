@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -98,24 +99,49 @@ class DetectorSwitches:
 
 @dataclass(frozen=True)
 class ToolPolicy:
-    """A per-tool policy (``toolPolicies.<name>``): a polling tool, exempt, or own thresholds."""
+    """A per-tool policy (``toolPolicies.<name>``): what the tool is (a polling tool, a
+    read-only one), exempt from loop detection, or its own thresholds.
+
+    ``read_only``: repeating the tool changes nothing, so the warnings that count repeats
+    whatever their results count only repeats that made no progress; blocks are unchanged.
+    """
 
     poll: bool = False
     exempt: bool = False
+    read_only: bool = False
     warning_threshold: int | None = None
     critical_threshold: int | None = None
+    consecutive_warning_threshold: int | None = None
+    consecutive_critical_threshold: int | None = None
+
+    @property
+    def has_thresholds(self) -> bool:
+        """Whether the policy sets any threshold of its own."""
+        return (
+            self.warning_threshold is not None
+            or self.critical_threshold is not None
+            or self.consecutive_warning_threshold is not None
+            or self.consecutive_critical_threshold is not None
+        )
 
     def to_camel(self) -> dict[str, Any]:
         """The policy in camelCase, only the keys that are set."""
         out: dict[str, Any] = {}
-        if self.poll:
-            out["poll"] = True
-        if self.exempt:
-            out["exempt"] = True
-        if self.warning_threshold is not None:
-            out["warningThreshold"] = self.warning_threshold
-        if self.critical_threshold is not None:
-            out["criticalThreshold"] = self.critical_threshold
+        for key, value in (
+            ("poll", self.poll),
+            ("exempt", self.exempt),
+            ("readOnly", self.read_only),
+        ):
+            if value:
+                out[key] = True
+        for key, number in (
+            ("warningThreshold", self.warning_threshold),
+            ("criticalThreshold", self.critical_threshold),
+            ("consecutiveWarningThreshold", self.consecutive_warning_threshold),
+            ("consecutiveCriticalThreshold", self.consecutive_critical_threshold),
+        ):
+            if number is not None:
+                out[key] = number
         return out
 
 
@@ -150,13 +176,37 @@ class ResolvedConfig:
     # blocked (``detectors.sameOutcome``); the one before it is warned.
     same_outcome_threshold: int = 4
     tool_policies: tuple[tuple[str, ToolPolicy], ...] = ()
+    # Whether the MCP proxy derives tool policies from the servers' tool annotations.
+    tool_annotations: bool = True
 
     def policy(self, tool: str) -> ToolPolicy | None:
-        """The policy declared for ``tool``, if any."""
-        for name, policy in self.tool_policies:
-            if name == tool:
-                return policy
-        return None
+        """The policy declared for ``tool``, if any (a dict lookup: the proxy may declare one
+        per tool of a server)."""
+        return self._policies.get(tool) if self.tool_policies else None
+
+    @cached_property
+    def _policies(self) -> dict[str, ToolPolicy]:
+        # cached_property writes the instance's __dict__ directly, so a frozen dataclass can
+        # hold it; it is no field, so equality, hashing and replace() ignore it.
+        return dict(self.tool_policies)
+
+    @cached_property
+    def _per_tool(self) -> dict[str, ResolvedConfig]:
+        return {}
+
+    def for_tool(self, tool: str) -> ResolvedConfig:
+        """The config a call of ``tool`` is judged by: this one, with the thresholds of the
+        tool's policy if it sets any (built once per tool, then reused)."""
+        if not self.tool_policies:
+            return self
+        config = self._per_tool.get(tool)
+        if config is None:
+            policy = self._policies.get(tool)
+            if policy is None:  # not cached: a model may call any number of made-up names
+                return self
+            config = _with_policy_thresholds(self, policy)
+            self._per_tool[tool] = config
+        return config
 
     @property
     def silent_threshold(self) -> int:
@@ -210,6 +260,7 @@ class ResolvedConfig:
             repeatedErrorThreshold=self.repeated_error_threshold,
             sameOutcomeThreshold=self.same_outcome_threshold,
             toolPolicies={name: p.to_camel() for name, p in self.tool_policies},
+            toolAnnotations=self.tool_annotations,
         )
         if self.consecutive_silent_threshold:  # 0: the same as consecutiveCriticalThreshold
             block["consecutiveSilentThreshold"] = self.consecutive_silent_threshold
@@ -281,7 +332,15 @@ def resolve_config(raw: Mapping[str, Any] | ResolvedConfig | None) -> ResolvedCo
 def with_thresholds(
     config: ResolvedConfig, warning: int | None, critical: int | None
 ) -> ResolvedConfig:
-    """``config`` with its own warning/critical thresholds (a tool policy), clamped as in §1.1."""
+    """``config`` with its own warning/critical thresholds (a tool policy), clamped as in §1.1.
+
+    A threshold given wins over the one inherited from ``config``: a critical threshold at or
+    below the inherited warning one lowers that to just below it (``{"criticalThreshold": 5}``
+    blocks at 5 whatever the block's ``warningThreshold``); both given out of order, the
+    critical one is raised above the warning one, as for the block itself.
+    """
+    if critical and not warning and critical <= config.warning_threshold:
+        warning = max(1, critical - 1)
     warning = warning or config.warning_threshold
     critical = critical or config.critical_threshold
     if critical <= warning:
@@ -293,6 +352,30 @@ def with_thresholds(
         critical_threshold=critical,
         global_circuit_breaker_threshold=breaker,
     )
+
+
+def _with_policy_thresholds(config: ResolvedConfig, policy: ToolPolicy) -> ResolvedConfig:
+    """``config`` with the thresholds ``policy`` sets (clamped as in §1.1), or ``config``."""
+    if not policy.has_thresholds:
+        return config
+    adjusted = with_thresholds(config, policy.warning_threshold, policy.critical_threshold)
+    return replace(
+        adjusted,
+        consecutive_warning_threshold=policy.consecutive_warning_threshold
+        or config.consecutive_warning_threshold,
+        consecutive_critical_threshold=policy.consecutive_critical_threshold
+        or config.consecutive_critical_threshold,
+    )
+
+
+def with_tool_policies(
+    config: ResolvedConfig, policies: Mapping[str, ToolPolicy]
+) -> ResolvedConfig:
+    """``config`` plus ``policies`` for the tools it has no policy of its own for: an entry the
+    user wrote (even an empty one) always wins over one derived elsewhere (tool annotations)."""
+    own = {name for name, _ in config.tool_policies}
+    added = tuple((name, p) for name, p in policies.items() if name not in own)
+    return replace(config, tool_policies=config.tool_policies + added) if added else config
 
 
 def with_profile_defaults(block: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -314,8 +397,13 @@ def _resolve_policy(raw: object) -> ToolPolicy | None:
     return ToolPolicy(
         poll=raw.get("poll") is True,
         exempt=raw.get("exempt") is True,
+        read_only=raw.get("readOnly") is True,
         warning_threshold=_positive_int(raw.get("warningThreshold"), 0) or None,
         critical_threshold=_positive_int(raw.get("criticalThreshold"), 0) or None,
+        consecutive_warning_threshold=_positive_int(raw.get("consecutiveWarningThreshold"), 0)
+        or None,
+        consecutive_critical_threshold=_positive_int(raw.get("consecutiveCriticalThreshold"), 0)
+        or None,
     )
 
 
@@ -356,6 +444,7 @@ def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
             for name, policy in ((n, _resolve_policy(p)) for n, p in policies.items())
             if isinstance(name, str) and policy is not None
         ),
+        "tool_annotations": block.get("toolAnnotations") is not False,
     }
 
 
@@ -397,7 +486,9 @@ def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in top.items():
         below = merged.get(key)
-        nested = key in ("detectors", "postCompactionGuard")
+        # toolPolicies (an extension) merges tool by tool, so an agent's block adds to or
+        # replaces the global block's entries one tool at a time, as it does detectors.
+        nested = key in ("detectors", "postCompactionGuard", "toolPolicies")
         if nested and isinstance(below, Mapping) and isinstance(value, Mapping):
             merged[key] = {**below, **value}
         else:
@@ -471,8 +562,11 @@ _PLAIN_POLICY = _plain_object(
     {
         "poll": _plain_bool,
         "exempt": _plain_bool,
+        "readOnly": _plain_bool,
         "warningThreshold": _plain_int(1),
         "criticalThreshold": _plain_int(1),
+        "consecutiveWarningThreshold": _plain_int(1),
+        "consecutiveCriticalThreshold": _plain_int(1),
     },
     nullable=False,  # a policy is an object; null is refused
 )
@@ -516,6 +610,7 @@ _PLAIN_BLOCK: dict[str, _Check] = {
     "repeatedErrorThreshold": _plain_int(1),
     "sameOutcomeThreshold": _plain_int(1),
     "toolPolicies": _plain_policies,
+    "toolAnnotations": _plain_bool,
 }
 
 
@@ -537,6 +632,20 @@ def _block_problems(block: object, prefix: str) -> list[str]:
     return block_problems(block, prefix)
 
 
+def _policy_notices(resolved: ResolvedConfig, where: str) -> list[str]:
+    """A tool policy whose own warning and critical thresholds are out of order."""
+    notices = []
+    for name, policy in resolved.tool_policies:
+        warning, critical = policy.warning_threshold, policy.critical_threshold
+        if warning is not None and critical is not None and critical <= warning:
+            notices.append(
+                f"{where}: toolPolicies.{name}: criticalThreshold {critical} is not above "
+                f"warningThreshold {warning}; runtime uses criticalThreshold {warning + 1} "
+                "for that tool"
+            )
+    return notices
+
+
 def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
     """Say how runtime clamping adjusts out-of-order thresholds (these are not errors)."""
     merged = with_profile_defaults(block)
@@ -549,7 +658,7 @@ def _clamp_notices(block: Mapping[str, Any], where: str) -> list[str]:
             return f"{merged[key]} (from profile {block.get('profile')!r})"
         return f"{_NUMERIC_DEFAULTS[key]} (default)"
 
-    notices = []
+    notices = _policy_notices(resolved, where)
     if resolved.critical_threshold != _positive_int(
         merged.get("criticalThreshold"), _NUMERIC_DEFAULTS["criticalThreshold"]
     ):

@@ -153,9 +153,12 @@ def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: Resolve
     if streak >= config.global_circuit_breaker_threshold:
         return _breaker(tool, streak, signature, latest)
     poll = (tool == "command_status" or tool == "process") and is_known_poll(tool, params)
-    if config.tool_policies and not poll:  # loopwarden extension: tools declared as polling
+    read_only = False
+    if config.tool_policies:  # loopwarden extension: per-tool policies (toolPolicies)
         policy = config.policy(tool)
-        poll = policy is not None and policy.poll
+        if policy is not None:
+            poll = poll or policy.poll
+            read_only = policy.read_only
     switches = config.detectors
     if poll and switches.known_poll_no_progress:
         if streak >= config.critical_threshold:
@@ -169,8 +172,11 @@ def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: Resolve
     if not poll and switches.generic_repeat:
         if streak >= config.critical_threshold:
             return _generic_critical(tool, streak, signature, latest)
-        if sig.count >= config.warning_threshold:
-            return _generic_warning(tool, sig.count, signature)
+        # A read-only tool repeated while its result changes is polling, not looping: only
+        # repeats without progress (N) count toward its warning; the block above is unchanged.
+        repeats = streak if read_only else sig.count
+        if repeats >= config.warning_threshold:
+            return _generic_warning(tool, repeats, signature)
     return NOT_STUCK
 
 

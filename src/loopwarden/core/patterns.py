@@ -608,7 +608,10 @@ LAST_CHANCE_PREFIX = "last-chance:"
 """Warning keys of the consecutive detector's one warning before its block."""
 
 
-def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: ResolvedConfig) -> Verdict:
+def _consecutive_verdict(
+    tool: str, signature: str, c: Consecutive, cfg: ResolvedConfig, read_only: bool = False
+) -> Verdict:
+    """``read_only`` (``toolPolicies``): no warning for repeats whose results change."""
     key = f"consecutive:{tool}:{signature}"
     # A call that returns nothing gives the agent nothing to notice the repeat by (the real
     # corpus's no-op `sed -i`, run four times before the agent recovers): one more try for it.
@@ -641,7 +644,7 @@ def _consecutive_verdict(tool: str, signature: str, c: Consecutive, cfg: Resolve
             None,
             key,
         )
-    if c.calls >= cfg.consecutive_warning_threshold:
+    if c.calls >= cfg.consecutive_warning_threshold and not read_only:
         return Verdict(
             True,
             "warning",
@@ -796,7 +799,9 @@ def extra_verdicts(
             # The history may hold fewer calls than the streak: its own count is the longer.
             calls = max(repeat.calls, call_streak.length)
             repeat = Consecutive(calls, repeat.identical, repeat.result_hash)
-        verdicts.append(_consecutive_verdict(tool, signature, repeat, cfg))
+        policy = cfg.policy(tool) if cfg.tool_policies else None
+        read_only = policy is not None and policy.read_only
+        verdicts.append(_consecutive_verdict(tool, signature, repeat, cfg, read_only))
     if switches.cycle:
         # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.
         found = cycle(tail, signature, 2, cfg.max_cycle_period)

@@ -8,8 +8,9 @@ sequences and asserts identical verdicts, records and histories after every step
 Nothing in the package imports this module at run time. Only the data types (``ToolCallRecord``,
 ``Verdict``) are shared, so that both engines' results compare equal; the logic, including the
 message texts, is an independent copy. Added since: ``record_veto``, the plain form of the veto
-record (``countBlockedCalls``). Not covered: ``toolPolicies`` poll declarations (an extension
-outside OpenClaw's rule table, tested in tests/test_detectors.py and tests/test_profile_guard.py).
+record (``countBlockedCalls``). Not covered: ``toolPolicies`` (poll and read-only declarations,
+own thresholds: an extension outside OpenClaw's rule table, tested in tests/test_detectors.py,
+tests/test_profile_guard.py and tests/test_tool_policies.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from loopwarden._terminal import printable
 from loopwarden.core.canonical import UNDEFINED
+from loopwarden.core.config import ResolvedConfig, ToolPolicy, with_tool_policies
 from loopwarden.events import LoopEvent
 from loopwarden.guard import Decision, LoopGuard
 
@@ -63,13 +65,43 @@ class CallGuard:
         self._compacted_runs: set[str] = set()
         # Tool name → whether its structuredContent may carry one more key (from tools/list).
         self._open_schemas: dict[str, bool] = {}
+        # The config as the user gave it, and the policies the tools' annotations give them.
+        self._own_config = guard.config
+        self._annotated: dict[str, ToolPolicy] = {}
 
     def learn_tools(self, result: Any) -> None:
-        """Note from a ``tools/list`` result which tools' structured results may take a note."""
+        """Note from a ``tools/list`` result which tools' structured results may take a note,
+        and the policies the tools' annotations give them (unless ``toolAnnotations`` is off)."""
         tools = result.get("tools") if isinstance(result, dict) else None
-        for tool in tools if isinstance(tools, list) else ():
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                self._open_schemas[tool["name"]] = schema_takes_a_key(tool.get("outputSchema"))
+        listed = [
+            tool
+            for tool in (tools if isinstance(tools, list) else ())
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+        ]
+        for tool in listed:
+            self._open_schemas[tool["name"]] = schema_takes_a_key(tool.get("outputSchema"))
+        config = self._own_config
+        if config.tool_annotations and config.detection_enabled:
+            self._learn_annotations(listed, config)
+
+    def _learn_annotations(self, listed: list[dict[str, Any]], config: ResolvedConfig) -> None:
+        """Derive each listed tool's policy from its annotations; the guard's config gets them
+        under the user's own ``toolPolicies`` entries, which win."""
+        changed: dict[str, ToolPolicy | None] = {}
+        for tool in listed:
+            name = tool["name"]
+            policy = policy_from_annotations(tool.get("annotations"), config)
+            if policy != self._annotated.get(name):
+                changed[name] = policy
+        if not changed:
+            return  # the same listing again (a client re-lists often): nothing to redo
+        for name, policy in changed.items():
+            if policy is None:
+                del self._annotated[name]
+            else:
+                self._annotated[name] = policy
+        self.guard.config = with_tool_policies(config, self._annotated)
+        _log_annotation_policies(changed, config)
 
     def structured_note_allowed(self, tool: str) -> bool:
         """Whether a note may go into ``tool``'s ``structuredContent`` (never for a tool the
@@ -145,6 +177,60 @@ class CallGuard:
         runs, self._runs = sorted(self._runs), set()
         for run in runs:
             await self.guard.aend_run(self.session, run, outcome="disconnected")
+
+
+def policy_from_annotations(annotations: Any, config: ResolvedConfig) -> ToolPolicy | None:
+    """The policy a tool's MCP annotations justify, or None (docs/mcp-proxy.md, the table).
+
+    The hints are the server's word, not verified, so they only ever make a block come sooner
+    (a destructive tool that is not idempotent) or drop a warning about repeats that make
+    progress (a read-only tool); nothing they say lets a loop run longer before its block. A
+    hint counts only when it is literally ``true``: the spec's defaults (``destructiveHint``
+    true) say what a client should assume before asking a user, not that repeats do harm.
+    """
+    if not isinstance(annotations, dict):
+        return None
+    if annotations.get("readOnlyHint") is True:  # the other hints mean nothing then (spec)
+        return ToolPolicy(read_only=True)
+    if annotations.get("destructiveHint") is True and annotations.get("idempotentHint") is not True:
+        # Each repeat may destroy more: block it at half the repeats (rounded up).
+        consecutive = config.detectors.consecutive_repeat
+        return ToolPolicy(
+            warning_threshold=_half(config.warning_threshold),
+            critical_threshold=_half(config.critical_threshold),
+            consecutive_warning_threshold=(
+                _half(config.consecutive_warning_threshold) if consecutive else None
+            ),
+            consecutive_critical_threshold=(
+                _half(config.consecutive_critical_threshold) if consecutive else None
+            ),
+        )
+    return None
+
+
+def _half(threshold: int) -> int:
+    return (threshold + 1) // 2
+
+
+def _log_annotation_policies(changed: dict[str, ToolPolicy | None], config: ResolvedConfig) -> None:
+    """Say which tools got which policy from their annotations (tool names only, privacy)."""
+    own = {name for name, _ in config.tool_policies}
+    groups: dict[str, list[str]] = {}
+    for name, policy in changed.items():
+        if name in own:
+            shown = "none: your toolPolicies entry for it wins"
+        elif policy is None:
+            shown = "none (its annotations no longer justify one)"
+        else:
+            shown = json.dumps(policy.to_camel(), sort_keys=True)
+        groups.setdefault(shown, []).append(name)
+    for shown, names in groups.items():
+        _log.info(
+            "policy from tool annotations for %d tool(s) (%s): %s",
+            len(names),
+            ", ".join(printable(name) for name in sorted(names)),  # a server's names
+            shown,
+        )
 
 
 def strip_meta(params: dict[str, Any]) -> tuple[str | None, bool, bool]:
