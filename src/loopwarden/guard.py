@@ -43,7 +43,7 @@ from loopwarden.core.history import (
     record_outcome,
     record_veto,
 )
-from loopwarden.core.in_flight import presumed_view
+from loopwarden.core.in_flight import presume, withdraw
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     SAME_OUTCOME_NAMED,
@@ -457,8 +457,7 @@ class LoopGuard:
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
         in_flight = self._in_flight(session, run, batch, config)
-        view, pending = _presumed(session, run, in_flight, signature)
-        verdict = self._verdict(view, tool, params, signature, config, run, pending)
+        verdict = self._presumed_verdict(session, (tool, params, signature), config, run, in_flight)
         if verdict.stuck and verdict.level == "critical":
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
@@ -484,6 +483,35 @@ class LoopGuard:
             )
         )
         return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
+
+    def _presumed_verdict(
+        self,
+        session: GuardSession,
+        call: tuple[str, Any, str],
+        config: ResolvedConfig,
+        run: str | None,
+        in_flight: InFlight | None,
+    ) -> Verdict:
+        """The verdict, with the batch's other calls in flight presumed to return what the same
+        call last returned in the run (see core/in_flight.py), so that a batch is decided the
+        same whether the runtime reports each outcome before the next call or all of them after
+        every call. ``call`` is (tool, params, signature).
+        """
+        tool, params, signature = call
+        presumption = None if in_flight is None else presume(session.state, run, in_flight.calls)
+        if presumption is None:
+            pending = 0 if in_flight is None else in_flight.calls.get(signature, 0)
+            return self._verdict(session, tool, params, signature, config, run, pending)
+        try:
+            streaks = dict(session.outcome_streaks)
+            stretch = presumed_outcome_streak(streaks.pop(run, None), presumption.completed)
+            if stretch is not None:
+                streaks[run] = stretch
+            view = dataclasses.replace(session, outcome_streaks=streaks)
+            pending = presumption.left.get(signature, 0)
+            return self._verdict(view, tool, params, signature, config, run, pending)
+        finally:
+            withdraw(presumption)
 
     @staticmethod
     def _in_flight(
@@ -967,29 +995,6 @@ def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
     if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
         return STORE_UNAVAILABLE
     return ALLOW
-
-
-def _presumed(
-    session: GuardSession, run: str | None, in_flight: InFlight | None, signature: str
-) -> tuple[GuardSession, int]:
-    """The session as detection reads it, and the identical calls in flight left unknown.
-
-    Calls of the current batch still in flight are presumed to return what the same call last
-    returned in the run (see core/in_flight.py), so that a batch is decided the same whether
-    the runtime reports each outcome before the next call or all of them after every call.
-    """
-    if in_flight is None:
-        return session, 0
-    presumed = presumed_view(session.state, run, in_flight.calls)
-    if presumed is None:
-        return session, in_flight.calls.get(signature, 0)
-    state, left, completed = presumed
-    streaks = dict(session.outcome_streaks)
-    stretch = presumed_outcome_streak(streaks.pop(run, None), completed)
-    if stretch is not None:
-        streaks[run] = stretch
-    view = dataclasses.replace(session, state=state, outcome_streaks=streaks)
-    return view, left.get(signature, 0)
 
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:
