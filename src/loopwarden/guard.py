@@ -371,8 +371,9 @@ class LoopGuard:
             decision, events = update(session, step)
         except Exception as exc:
             return _failed(exc, what, may_block)
-        self._deliver(events)  # outside the session update: subscribers may call the guard
-        _to_telemetry(events)
+        if events:  # most calls have none: no lock taken, no subscriber list copied
+            self._deliver(events)  # outside the session update: subscribers may call the guard
+            _to_telemetry(events)
         return decision
 
     async def _adecide(
@@ -457,7 +458,11 @@ class LoopGuard:
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
         in_flight = self._in_flight(session, run, batch, config)
-        verdict = self._presumed_verdict(session, (tool, params, signature), config, run, in_flight)
+        if in_flight is None:
+            verdict = self._verdict(session, tool, params, signature, config, run)
+        else:
+            asked = (tool, params, signature)
+            verdict = self._presumed_verdict(session, asked, config, run, in_flight)
         if verdict.stuck and verdict.level == "critical":
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
@@ -490,7 +495,7 @@ class LoopGuard:
         call: tuple[str, Any, str],
         config: ResolvedConfig,
         run: str | None,
-        in_flight: InFlight | None,
+        in_flight: InFlight,
     ) -> Verdict:
         """The verdict, with the batch's other calls in flight presumed to return what the same
         call last returned in the run (see core/in_flight.py), so that a batch is decided the
@@ -498,9 +503,9 @@ class LoopGuard:
         every call. ``call`` is (tool, params, signature).
         """
         tool, params, signature = call
-        presumption = None if in_flight is None else presume(session.state, run, in_flight.calls)
+        presumption = presume(session.state, run, in_flight.calls)
         if presumption is None:
-            pending = 0 if in_flight is None else in_flight.calls.get(signature, 0)
+            pending = in_flight.calls.get(signature, 0)
             return self._verdict(session, tool, params, signature, config, run, pending)
         try:
             streaks = dict(session.outcome_streaks)
