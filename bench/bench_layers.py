@@ -5,6 +5,7 @@ Run from the repository root (with the build you want to measure: see docs/perfo
     python -m bench.bench_layers                  # full workload, best of 5 interleaved rounds
     python -m bench.bench_layers --calls 5000 --repeat 3    # a quicker look
     python -m bench.bench_layers --history-size 1000        # another historySize
+    valgrind --tool=callgrind python -m bench.bench_layers --only "guard openclaw" --calls 1000
 
 One run measures, over the workload of ``bench_engine`` (every call of the development corpus
 plus synthetic loops, one long session, many runs), CPU µs per call of:
@@ -124,6 +125,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=10**9, help="use only the first N calls")
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (best is kept)")
     parser.add_argument("--history-size", type=int, default=30, help="historySize (default 30)")
+    parser.add_argument(
+        "--only",
+        metavar="LAYER",
+        help="run this one layer once, untimed (for callgrind: run it at two --calls, subtract)",
+    )
     args = parser.parse_args(argv)
 
     quiet = logging.getLogger("loopwarden")  # the guard logs every warn, block and stop
@@ -140,6 +146,11 @@ def main(argv: list[str] | None = None) -> None:
         f"{platform.machine()}; CPU time, best of {args.repeat} interleaved rounds\n"
     )
     measured = layers(workload, args.history_size)
+    if args.only is not None:
+        if args.only not in measured:
+            raise SystemExit(f"--only {args.only!r}: the layers are {', '.join(measured)}")
+        measured[args.only]()
+        return
     times: dict[str, list[float]] = {name: [] for name in measured}
     for _ in range(args.repeat):
         for name, run in measured.items():
