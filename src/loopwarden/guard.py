@@ -225,6 +225,8 @@ class LoopGuard:
             if self.config.normalize_volatile
             else None
         )
+        # Whether the profile's extra detectors run (OpenClaw's own profile: never).
+        self._extra_detectors = self.config.detection_enabled and _has_extra_detectors(self.config)
         self._subscribers: list[Callable[[LoopEvent], None]] = []
         self._subscribers_lock = threading.Lock()
         # Set by RunRecorder.attach; told about run starts and ends (events come by subscribe).
@@ -452,7 +454,7 @@ class LoopGuard:
             session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
             error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
             return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
-        config = self._config_for(tool)
+        config = self._config_for(tool) if self.config.tool_policies else self.config
         if config.enabled is False:  # nothing is detected nor recorded: no signature needed
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
@@ -558,7 +560,8 @@ class LoopGuard:
         if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
             return NOT_STUCK
         verdict = detect(session.state, tool, params, config, run, signature=signature)
-        if not (config.detection_enabled and _has_extra_detectors(config)):
+        # A tool's own config (_config_for) changes thresholds only, never the switches.
+        if not self._extra_detectors:
             return verdict
         tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
