@@ -42,7 +42,7 @@ from loopwarden.core.history import (
     record_outcome,
     record_veto,
 )
-from loopwarden.core.in_flight import presumed_view
+from loopwarden.core.in_flight import presume, withdraw
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     SAME_OUTCOME_NAMED,
@@ -224,6 +224,8 @@ class LoopGuard:
             if self.config.normalize_volatile
             else None
         )
+        # Whether the profile's extra detectors run (OpenClaw's own profile: never).
+        self._extra_detectors = self.config.detection_enabled and _has_extra_detectors(self.config)
         self._subscribers: list[Callable[[LoopEvent], None]] = []
         self._subscribers_lock = threading.Lock()
         # Set by RunRecorder.attach; told about run starts and ends (events come by subscribe).
@@ -370,8 +372,9 @@ class LoopGuard:
             decision, events = update(session, step)
         except Exception as exc:
             return _failed(exc, what, may_block)
-        self._deliver(events)  # outside the session update: subscribers may call the guard
-        _to_telemetry(events)
+        if events:  # most calls have none: no lock taken, no subscriber list copied
+            self._deliver(events)  # outside the session update: subscribers may call the guard
+            _to_telemetry(events)
         return decision
 
     async def _adecide(
@@ -450,14 +453,17 @@ class LoopGuard:
             session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
             error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
             return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
-        config = self._config_for(tool)
+        config = self._config_for(tool) if self.config.tool_policies else self.config
         if config.enabled is False:  # nothing is detected nor recorded: no signature needed
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
         signature = call_signature(session.state, tool, params)
         in_flight = self._in_flight(session, run, batch, config)
-        view, pending = _presumed(session, run, in_flight, signature)
-        verdict = self._verdict(view, tool, params, signature, config, run, pending)
+        if in_flight is None:
+            verdict = self._verdict(session, tool, params, signature, config, run)
+        else:
+            asked = (tool, params, signature)
+            verdict = self._presumed_verdict(session, asked, config, run, in_flight)
         if verdict.stuck and verdict.level == "critical":
             vetoed = (tool, params, signature, tool_call_id)
             return self._block(session, vetoed, run, verdict, config, events, batch)
@@ -483,6 +489,35 @@ class LoopGuard:
             )
         )
         return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
+
+    def _presumed_verdict(
+        self,
+        session: GuardSession,
+        call: tuple[str, Any, str],
+        config: ResolvedConfig,
+        run: str | None,
+        in_flight: InFlight,
+    ) -> Verdict:
+        """The verdict, with the batch's other calls in flight presumed to return what the same
+        call last returned in the run (see core/in_flight.py), so that a batch is decided the
+        same whether the runtime reports each outcome before the next call or all of them after
+        every call. ``call`` is (tool, params, signature).
+        """
+        tool, params, signature = call
+        presumption = presume(session.state, run, in_flight.calls)
+        if presumption is None:
+            pending = in_flight.calls.get(signature, 0)
+            return self._verdict(session, tool, params, signature, config, run, pending)
+        try:
+            streaks = dict(session.outcome_streaks)
+            stretch = presumed_outcome_streak(streaks.pop(run, None), presumption.completed)
+            if stretch is not None:
+                streaks[run] = stretch
+            view = dataclasses.replace(session, outcome_streaks=streaks)
+            pending = presumption.left.get(signature, 0)
+            return self._verdict(view, tool, params, signature, config, run, pending)
+        finally:
+            withdraw(presumption)
 
     @staticmethod
     def _in_flight(
@@ -522,7 +557,8 @@ class LoopGuard:
         if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
             return NOT_STUCK
         verdict = detect(session.state, tool, params, config, run, signature=signature)
-        if not (config.detection_enabled and _has_extra_detectors(config)):
+        # A tool's own config (_config_for) changes thresholds only, never the switches.
+        if not self._extra_detectors:
             return verdict
         tail = recent_run_records(session.state, run, scan_limit(config))
         poll = is_poll_call(tool, params, config)
@@ -964,29 +1000,6 @@ def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
     if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
         return STORE_UNAVAILABLE
     return ALLOW
-
-
-def _presumed(
-    session: GuardSession, run: str | None, in_flight: InFlight | None, signature: str
-) -> tuple[GuardSession, int]:
-    """The session as detection reads it, and the identical calls in flight left unknown.
-
-    Calls of the current batch still in flight are presumed to return what the same call last
-    returned in the run (see core/in_flight.py), so that a batch is decided the same whether
-    the runtime reports each outcome before the next call or all of them after every call.
-    """
-    if in_flight is None:
-        return session, 0
-    presumed = presumed_view(session.state, run, in_flight.calls)
-    if presumed is None:
-        return session, in_flight.calls.get(signature, 0)
-    state, left, completed = presumed
-    streaks = dict(session.outcome_streaks)
-    stretch = presumed_outcome_streak(streaks.pop(run, None), completed)
-    if stretch is not None:
-        streaks[run] = stretch
-    view = dataclasses.replace(session, state=state, outcome_streaks=streaks)
-    return view, left.get(signature, 0)
 
 
 def _has_extra_detectors(config: ResolvedConfig) -> bool:

@@ -40,6 +40,7 @@ from loopwarden.core.canonical import hash_tool_call
 from loopwarden.core.tool_call import ToolCallRecord
 
 RunKey = str | None
+VETO_HASH = "veto:tool-loop"  # a veto record's result hash before its call had any result
 SigKey = Any  # the signature string; (tool, signature) for a foreign record whose two disagree
 
 
@@ -49,10 +50,15 @@ class _Segment:
     ``n`` complete records; the newest ``t`` of them share tool ``tool`` and unknown-tool name
     ``unk`` (``t == 0``: the newest has no unknown name, or there is none). The pending record is
     also a link in two chains: its signature's pending records (``k_prev``/``k_next``) and the
-    run's pending records with the same tool-call id (``i_prev``/``i_next``).
+    run's pending records with the same tool-call id (``i_prev``/``i_next``). ``before`` is
+    the signature's newest complete record older than the pending one, other than a veto with
+    ``VETO_HASH`` (at position ``before_kseq``): what a call in flight is presumed to return
+    (``core/in_flight.py``).
     """
 
     __slots__ = (
+        "before",
+        "before_kseq",
         "i_next",
         "i_prev",
         "k_next",
@@ -91,6 +97,8 @@ class _Segment:
         self.k_next: _Segment | None = None
         self.i_prev: _Segment | None = None
         self.i_next: _Segment | None = None
+        self.before: ToolCallRecord | None = None
+        self.before_kseq = -1
 
 
 class _Sig:
@@ -103,6 +111,8 @@ class _Sig:
         "last_done",
         "latest",
         "p_new",
+        "real",
+        "real_kseq",
         "streak",
         "tool",
         "total",
@@ -118,6 +128,11 @@ class _Sig:
         self.latest: str | None = None  # N's hash
         self.last_done = -1  # kseq of the newest complete record
         self.p_new: _Segment | None = None  # newest pending record (chained to older ones)
+        # The newest complete record but a VETO_HASH veto, and its kseq: a new pending record's
+        # ``before``. Records are evicted oldest first, so the kseqs present are
+        # total - count .. total - 1: one below that was evicted (see ``presumed``).
+        self.real: ToolCallRecord | None = None
+        self.real_kseq = -1
 
     def add_done(self, kseq: int, result_hash: str) -> None:
         """A complete record became the newest complete record of the signature."""
@@ -206,6 +221,7 @@ class _Run:
         if sig is None:
             sig = _Sig(key, record.tool_name)
         seg = _Segment(self.last, record, sig, sig.total, self.top + 1)
+        seg.before, seg.before_kseq = sig.real, sig.real_kseq
         tool_call_id = record.tool_call_id
         if tool_call_id is not None:  # index by id first: it refuses a bad id before any change
             try:
@@ -256,6 +272,8 @@ class _Run:
         if sig is None:
             sig = self.sigs[key] = _Sig(key, record.tool_name)
         sig.add_done(sig.total, result_hash)
+        if result_hash != VETO_HASH:
+            sig.real, sig.real_kseq = record, sig.total
         sig.total += 1
         sig.count += 1
         self.top += 1
@@ -384,6 +402,82 @@ class _Run:
         else:
             nxt.prev = prev
 
+    def learn(self, seg: _Segment, record: ToolCallRecord) -> None:
+        """Before ``complete``: the record of ``seg`` got a real outcome (``record``'s hash).
+
+        It becomes the signature's newest real outcome if no newer one is present, and the
+        ``before`` of the newer pending records whose ``before`` is older than it (kseqs only
+        grow along the chain, and so do their ``before_kseq``: the walk stops at the first one
+        it leaves alone). Bounded by the signature's pending records, like ``complete_inside``.
+        """
+        sig = seg.sig
+        assert sig is not None
+        kseq = seg.kseq
+        if kseq > sig.real_kseq:
+            sig.real, sig.real_kseq = record, kseq
+        after = seg.k_next
+        while after is not None and after.before_kseq < kseq:
+            after.before, after.before_kseq = record, kseq
+            after = after.k_next
+
+    # -- presumed outcomes (core/in_flight.py) ---------------------------------------------
+
+    def presume(self, seg: _Segment, result_hash: str, unk: str | None) -> _Undo:
+        """Complete ``seg``'s record with an outcome it is only presumed to have, undoably.
+
+        The engine's own ``complete`` runs (so detection reads exactly what a real outcome would
+        give); what it changes is saved first, and :meth:`withdraw` puts it back. Undo the
+        presumptions newest first.
+        """
+        record, sig, prev = seg.pending, seg.sig, seg.prev
+        assert record is not None and sig is not None and prev is not None
+        undo = _Undo(seg, record, sig, prev, self.last)
+        undo.sig_fields = (sig.streak, sig.latest, sig.last_done, sig.done, sig.p_new)
+        undo.prev_fields = (prev.t, prev.tool, prev.unk, prev.n, prev.next)
+        undo.links = (seg.k_prev, seg.k_next, seg.i_prev, seg.i_next)
+        if record.tool_call_id is not None:
+            undo.by_id = self.by_id.get(record.tool_call_id)
+        if self.tail >= 2 and seg.rseq > self.top - self.tail:
+            side = self.side_a if record.args_hash == self.a else self.side_b
+            undo.side = side
+            undo.side_counts = (side.get(None), side.get(result_hash))
+        undo.result_hash = result_hash
+        record.result_hash, record.unknown_tool_name = result_hash, unk
+        self.complete(seg, result_hash, unk)
+        return undo
+
+    def withdraw(self, undo: _Undo) -> None:
+        """Take back one :meth:`presume` (the newest one not taken back yet)."""
+        seg, record, sig, prev = undo.seg, undo.record, undo.sig, undo.prev
+        record.result_hash = record.unknown_tool_name = None
+        sig.streak, sig.latest, sig.last_done, sig.done, sig.p_new = undo.sig_fields
+        prev.t, prev.tool, prev.unk, prev.n, prev.next = undo.prev_fields
+        k_prev, k_next, i_prev, i_next = undo.links
+        if k_prev is not None:
+            k_prev.k_next = seg
+        if k_next is not None:
+            k_next.k_prev = seg
+        seg.i_prev, seg.i_next = i_prev, i_next
+        if i_prev is not None:
+            i_prev.i_next = seg
+        if i_next is not None:
+            i_next.i_prev = seg
+        if record.tool_call_id is not None and undo.by_id is not None:
+            self.by_id[record.tool_call_id] = undo.by_id
+        side = undo.side
+        if side is not None:
+            for key, count in (
+                (None, undo.side_counts[0]),
+                (undo.result_hash, undo.side_counts[1]),
+            ):
+                if count is None:
+                    side.pop(key, None)
+                else:
+                    side[key] = count
+        if seg.next is not None:
+            seg.next.prev = seg
+        self.last = undo.last
+
     # -- eviction ----------------------------------------------------------------------------
 
     def evict(self, record: ToolCallRecord) -> None:
@@ -425,6 +519,55 @@ class _Run:
             self.first = seg
         if not sig.count:
             del self.sigs[sig.key]
+
+
+class _Undo:
+    """What :meth:`_Run.presume` changed, to put back."""
+
+    __slots__ = (
+        "by_id",
+        "last",
+        "links",
+        "prev",
+        "prev_fields",
+        "record",
+        "result_hash",
+        "seg",
+        "side",
+        "side_counts",
+        "sig",
+        "sig_fields",
+    )
+
+    def __init__(
+        self, seg: _Segment, record: ToolCallRecord, sig: _Sig, prev: _Segment, last: _Segment
+    ) -> None:
+        self.seg, self.record, self.sig, self.prev, self.last = seg, record, sig, prev, last
+        self.sig_fields: tuple[int, str | None, int, int, _Segment | None] = (0, None, 0, 0, None)
+        self.prev_fields: tuple[int, str | None, str | None, int, _Segment | None] = (
+            0,
+            None,
+            None,
+            0,
+            None,
+        )
+        self.links: tuple[_Segment | None, _Segment | None, _Segment | None, _Segment | None] = (
+            None,
+            None,
+            None,
+            None,
+        )
+        self.by_id: _Segment | None = None
+        self.side: dict[str | None, int] | None = None
+        self.side_counts: tuple[int | None, int | None] = (None, None)
+        self.result_hash = ""
+
+
+def presumable(sig: _Sig, seg: _Segment) -> ToolCallRecord | None:
+    """The record whose outcome ``seg``'s pending call is presumed to return, if still present."""
+    if seg.before is not None and seg.before_kseq >= sig.total - sig.count:
+        return seg.before
+    return None
 
 
 def signature_key(tool: str, signature: str) -> SigKey:

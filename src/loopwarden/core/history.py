@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from loopwarden.core._engine import VETO_HASH as _VETO_HASH
 from loopwarden.core._engine import Memo, RunKey, _Run, signature_key
 from loopwarden.core._engine import signature as signature_of
 from loopwarden.core.canonical import UNDEFINED, js_trim
@@ -277,6 +278,7 @@ def record_outcome(
         record = seg.pending
         assert record is not None and run is not None
         record.result_hash, record.unknown_tool_name = result_hash, unknown
+        run.learn(seg, record)
         run.complete(seg, result_hash, unknown)
         return record
     record = ToolCallRecord(
@@ -289,7 +291,7 @@ def record_outcome(
     return record
 
 
-VETO_HASH = "veto:tool-loop"
+VETO_HASH = _VETO_HASH
 """Result hash of a veto record whose signature has no result yet in its run."""
 
 

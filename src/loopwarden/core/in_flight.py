@@ -5,68 +5,89 @@ before the others of the turn have results, or after some of them have: that dep
 the order the runtime reports them in. To decide the same either way, a call of the current
 batch that is in flight is presumed to return what the same call (same signature) last returned
 in the run, which is what a repeated call usually returns and what one after another would have
-shown. :func:`presumed_view` builds the history the detectors then read: a copy in which those
-calls carry their presumed outcomes. The session's own history is never changed; the real
-outcomes are recorded when they come. Building the view costs O(historySize), paid only for a
-call decided while calls of its batch are in flight with a presumable outcome.
+shown. :func:`presume` completes those calls' records in the session's own history with their
+presumed outcomes, through the engine's own completion, so that detection reads exactly what
+the outcomes would give; :func:`withdraw` takes every change back before anything is recorded.
+The real outcomes are recorded when they come.
+
+Cost: the engine keeps, on each pending record, the outcome it would be presumed to return
+(``_Segment.before``), so presuming costs O(calls in flight) whatever ``historySize`` is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass
 
-from loopwarden.core.history import VETO_HASH, SessionState
+from loopwarden.core._engine import _Run, _Segment, _Undo, presumable
+from loopwarden.core.history import SessionState
 from loopwarden.core.tool_call import ToolCallRecord
 
-Outcome = tuple[str, str | None]  # (result_hash, unknown_tool_name)
+
+@dataclass
+class Presumption:
+    """Calls in flight completed by their presumed outcomes, until :func:`withdraw`.
+
+    ``left``: per signature, how many calls in flight have no presumption (no earlier outcome
+    of that call in the run); ``completed``: the presumed records, oldest first (for the
+    detectors that follow outcomes as they come rather than the history), valid until
+    :func:`withdraw`.
+    """
+
+    run: _Run
+    undo: list[_Undo]
+    left: dict[str, int]
+    completed: list[ToolCallRecord]
 
 
-def presumed_view(
-    state: SessionState, run: str | None, calls: Mapping[str, int]
-) -> tuple[SessionState, dict[str, int], list[ToolCallRecord]] | None:
-    """The history with the run's calls in flight completed by their presumed outcomes.
+def presume(state: SessionState, run: str | None, calls: Mapping[str, int]) -> Presumption | None:
+    """Complete the run's calls in flight with their presumed outcomes; undo with :func:`withdraw`.
 
     ``calls`` maps a signature to how many of its calls are in flight in the current batch
-    (the newest records of that signature without an outcome). Returns the view, per
-    signature how many calls in flight are left without a presumption (no earlier outcome of
-    that call in the run), and the presumed records oldest first (for the detectors that
-    follow outcomes as they come rather than the history); or None when nothing can be
-    presumed (read ``state`` itself).
+    (the newest records of that signature without an outcome). None when nothing can be
+    presumed (nothing was changed). Detection may read ``state`` until :func:`withdraw`; nothing
+    may be recorded in it meanwhile.
     """
-    if not calls:
+    engine = state._runs.get(run) if calls else None
+    if engine is None:
         return None
-    records = state.history
-    presumed = _presumptions(records, run, calls)
-    if not presumed:
-        return None
+    targets: list[_Segment] = []
     left = dict(calls)
-    completed = []
-    for index in sorted(presumed):
-        record, outcome = records[index], presumed[index]
-        records[index] = replace(record, result_hash=outcome[0], unknown_tool_name=outcome[1])
-        completed.append(records[index])
-        left[record.args_hash] -= 1
-    # The other records are shared with the session: the view is only read, never recorded in.
-    return SessionState(records), {sig: n for sig, n in left.items() if n > 0}, completed
+    for signature, count in calls.items():
+        sig = engine.sigs.get(signature)
+        seg = None if sig is None else sig.p_new
+        while seg is not None and count > 0:
+            count -= 1
+            assert sig is not None
+            if presumable(sig, seg) is not None:
+                targets.append(seg)
+                left[signature] -= 1
+            seg = seg.k_prev
+    if not targets:
+        return None
+    targets.sort(key=_position)
+    undo = []
+    try:
+        for seg in targets:
+            before = seg.before
+            assert before is not None and before.result_hash is not None
+            undo.append(engine.presume(seg, before.result_hash, before.unknown_tool_name))
+    except BaseException:
+        _take_back(engine, undo)
+        raise
+    completed = [seg.pending for seg in targets if seg.pending is not None]
+    return Presumption(engine, undo, {s: n for s, n in left.items() if n > 0}, completed)
 
 
-def _presumptions(
-    records: list[ToolCallRecord], run: str | None, calls: Mapping[str, int]
-) -> dict[int, Outcome]:
-    """Position in ``records`` → presumed outcome, for the newest in-flight calls of the run."""
-    latest: dict[str, Outcome] = {}  # per signature, its latest real outcome so far
-    waiting: dict[str, list[tuple[int, Outcome | None]]] = {}
-    for index, record in enumerate(records):
-        if record.run_id != run or record.args_hash not in calls:
-            continue
-        if record.result_hash is None:
-            waiting.setdefault(record.args_hash, []).append((index, latest.get(record.args_hash)))
-        elif record.result_hash != VETO_HASH:
-            latest[record.args_hash] = (record.result_hash, record.unknown_tool_name)
-    presumed: dict[int, Outcome] = {}
-    for signature, pending in waiting.items():
-        for index, outcome in pending[-calls[signature] :]:
-            if outcome is not None:
-                presumed[index] = outcome
-    return presumed
+def withdraw(presumption: Presumption) -> None:
+    """Put the history back as it was before :func:`presume`."""
+    _take_back(presumption.run, presumption.undo)
+
+
+def _take_back(engine: _Run, undo: list[_Undo]) -> None:
+    for step in reversed(undo):
+        engine.withdraw(step)
+
+
+def _position(seg: _Segment) -> int:
+    return seg.rseq
