@@ -38,6 +38,17 @@ def test_recommended_blocks_the_fourth_identical_call_then_stops_at_the_second_b
     assert [e.action for e in guard.run_record("s", "r")] == ["warn", "block", "stop"]
 
 
+def test_a_config_assigned_later_takes_effect_whole() -> None:
+    # What the guard derives from its config (the extra detectors, the volatile-value masking)
+    # follows an assigned config: the proxy assigns one when a server lists its tools.
+    guard = lw.LoopGuard({"enabled": True})
+    guard.config = lw.resolve_config(RECOMMENDED)
+    calls = [bash("make", f"failed at 12:01:0{second}") for second in range(4)]
+    assert run_calls(guard, calls) == ["allow", "allow", "warn", "block"]
+    guard.config = lw.resolve_config({"enabled": True})
+    assert run_calls(guard, [bash("make", "failed")] * 4, run="r2") == ["allow"] * 4
+
+
 def test_stop_decisions_carry_a_catchable_error() -> None:
     guard = lw.LoopGuard(RECOMMENDED)
     run_calls(guard, [bash("ls x", "ls: x: not found")] * 4)

@@ -209,7 +209,7 @@ class LoopGuard:
         store: SessionStore | AsyncSessionStore | None = None,
         record_db: str | Path | bool | None = None,
     ) -> None:
-        self.config = _resolve_source(config, agent_id)
+        self.config = _resolve_source(config, agent_id)  # the setter derives what it implies
         self.agent_id = agent_id
         self.send_tools = frozenset(send_tools)
         self.surface_warnings = surface_warnings
@@ -219,13 +219,6 @@ class LoopGuard:
             if store is not None
             else MemoryStore(session_ttl=session_ttl, max_sessions=max_sessions, clock=clock)
         )
-        self._normalizer = (
-            VolatileNormalizer.build(self.config.volatile_patterns)
-            if self.config.normalize_volatile
-            else None
-        )
-        # Whether the profile's extra detectors run (OpenClaw's own profile: never).
-        self._extra_detectors = self.config.detection_enabled and _has_extra_detectors(self.config)
         self._subscribers: list[Callable[[LoopEvent], None]] = []
         self._subscribers_lock = threading.Lock()
         # Set by RunRecorder.attach; told about run starts and ends (events come by subscribe).
@@ -453,7 +446,7 @@ class LoopGuard:
             session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
             error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
             return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
-        config = self._config_for(tool) if self.config.tool_policies else self.config
+        config = self._config_for(tool) if self._config.tool_policies else self._config
         if config.enabled is False:  # nothing is detected nor recorded: no signature needed
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
@@ -535,9 +528,26 @@ class LoopGuard:
             return InFlight(batch)  # kept once a call of it is allowed
         return current
 
+    @property
+    def config(self) -> ResolvedConfig:
+        """The resolved config every decision uses; assigning one takes effect at the next call."""
+        return self._config
+
+    @config.setter
+    def config(self, config: ResolvedConfig) -> None:
+        # Derived once per config, not per call: the normaliser of volatile values and whether
+        # the profile's extra detectors run (OpenClaw's own profile: never).
+        self._config = config
+        self._normalizer = (
+            VolatileNormalizer.build(config.volatile_patterns)
+            if config.normalize_volatile
+            else None
+        )
+        self._extra_detectors = config.detection_enabled and _has_extra_detectors(config)
+
     def _config_for(self, tool: str) -> ResolvedConfig:
         """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
-        config = self.config
+        config = self._config
         return config.for_tool(tool) if config.tool_policies else config
 
     def _verdict(
@@ -742,7 +752,7 @@ class LoopGuard:
         if tool_call_id is not None and tool_call_id in session.blocked_ids:
             return ALLOW
         run = normalize_run_id(run_id)
-        config = self.config
+        config = self._config
         signature = None
         in_flight = session.in_flight.get(run)
         if in_flight is not None and batch in (None, in_flight.batch):
@@ -839,7 +849,7 @@ class LoopGuard:
             (tool, record.args_hash),
             stretch_key(result, hashed),
             (params, result, UNDEFINED if error is None else error, failed),
-            self.config.same_outcome_threshold,
+            self._config.same_outcome_threshold,
         )
         if stretch is None:
             return
@@ -859,12 +869,12 @@ class LoopGuard:
 
     def on_compaction_retry(self, session: str, *, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of the run (call at each successful compaction retry)."""
-        if self.config.compaction_guard_enabled:
+        if self._config.compaction_guard_enabled:
             self._transact(session, self._arm_step(run_id), "arming the post-compaction guard")
 
     async def aon_compaction_retry(self, session: str, *, run_id: str | None = None) -> None:
         """:meth:`on_compaction_retry` for an event loop."""
-        if self.config.compaction_guard_enabled:
+        if self._config.compaction_guard_enabled:
             await self._atransact(
                 session, self._arm_step(run_id), "arming the post-compaction guard"
             )
@@ -875,7 +885,7 @@ class LoopGuard:
         def arm(state: GuardSession) -> None:
             guard = state.compaction.get(run)
             if guard is None:
-                guard = PostCompactionGuard(True, self.config.post_compaction_window)
+                guard = PostCompactionGuard(True, self._config.post_compaction_window)
             state.keep_run(state.compaction, run, guard)
             guard.arm()
 
