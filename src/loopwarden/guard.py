@@ -446,7 +446,8 @@ class LoopGuard:
             session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
             error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
             return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
-        config = self._config_for(tool) if self._config.tool_policies else self._config
+        # A tool's own thresholds, if a policy sets any (the check inline: most guards have none).
+        config = self._config.for_tool(tool) if self._config.tool_policies else self._config
         if config.enabled is False:  # nothing is detected nor recorded: no signature needed
             return ALLOW
         # Hashed once here (or found in the session's memo), then handed to every step below.
@@ -545,11 +546,6 @@ class LoopGuard:
         )
         self._extra_detectors = config.detection_enabled and _has_extra_detectors(config)
 
-    def _config_for(self, tool: str) -> ResolvedConfig:
-        """The config for one tool: the guard's, with the tool's own thresholds if it has any."""
-        config = self._config
-        return config.for_tool(tool) if config.tool_policies else config
-
     def _verdict(
         self,
         session: GuardSession,
@@ -567,7 +563,7 @@ class LoopGuard:
         if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
             return NOT_STUCK
         verdict = detect(session.state, tool, params, config, run, signature=signature)
-        # A tool's own config (_config_for) changes thresholds only, never the switches.
+        # A tool's own config (ResolvedConfig.for_tool) changes thresholds only, never the switches.
         if not self._extra_detectors:
             return verdict
         tail = recent_run_records(session.state, run, scan_limit(config))
