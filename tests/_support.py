@@ -12,9 +12,11 @@ import os
 import shutil
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+import loopwarden as lw
 from loopwarden.cli import engine_compiled
 
 # The test data that ships with the repository: conformance vectors, sample transcripts and the
@@ -93,3 +95,16 @@ def wait_for_hook_server(state_home: Path, timeout: float = 60.0) -> Path:
                 return path
         time.sleep(0.05)
     raise AssertionError(f"no hook server answered in {state_home} within {timeout} s")
+
+
+def run_calls(guard: lw.LoopGuard, calls: list[tuple[str, Any, Any]], run: str = "r") -> list[str]:
+    """Replay (tool, params, result) calls live; return each call's final action."""
+    actions = []
+    for tool, params, result in calls:
+        before = guard.before_tool_call("s", tool, params, run_id=run)
+        if before.action in ("block", "stop"):
+            actions.append(before.action)
+            continue
+        after = guard.after_tool_call("s", tool, params, result=result, run_id=run)
+        actions.append("stop" if after.action == "stop" else before.action)
+    return actions

@@ -7,20 +7,9 @@ from typing import Any
 
 import loopwarden as lw
 
+from _support import run_calls
+
 RECOMMENDED = {"profile": "recommended"}
-
-
-def run_calls(guard: lw.LoopGuard, calls: list[tuple[str, Any, Any]], run: str = "r") -> list[str]:
-    """Replay (tool, params, result) calls live; return each call's final action."""
-    actions = []
-    for tool, params, result in calls:
-        before = guard.before_tool_call("s", tool, params, run_id=run)
-        if before.action in ("block", "stop"):
-            actions.append(before.action)
-            continue
-        after = guard.after_tool_call("s", tool, params, result=result, run_id=run)
-        actions.append("stop" if after.action == "stop" else before.action)
-    return actions
 
 
 def bash(cmd: str, out: str) -> tuple[str, Any, Any]:
