@@ -425,3 +425,21 @@ def test_status_reports_a_protection_problem_the_hook_recorded(
     assert "12 events ran unprotected" in out
     (state / "hook-status.json").unlink()
     assert main(["hooks", "status", "claude-code", "--project", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        ([], "profile: recommended (the hooks' default: no config file given)"),
+        (["--set", "profile=recommended"], "profile: recommended (--set)"),
+        (["--set", "historySize=50"], "profile: recommended (the hooks' default, with --set)"),
+        (["--set", "profile=openclaw"], "profile: openclaw (--set)"),
+        (["--set", "tools.loopDetection.profile=openclaw"], "profile: openclaw (--set)"),
+    ],
+)
+def test_install_names_the_profile_the_hook_runs_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], line: str
+) -> None:
+    project = str(tmp_path / "proj")
+    assert main(["hooks", "install", "claude-code", "--project", project, *options]) == 0
+    assert f"  {line}\n" in capsys.readouterr().out

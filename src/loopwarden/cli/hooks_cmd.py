@@ -214,13 +214,19 @@ def _checked_options(args: argparse.Namespace) -> list[str]:
 
 def _profile_line(args: argparse.Namespace) -> str:
     """Which profile the installed hook runs, and why (a file means what it says)."""
-    from loopwarden.cli.hook_cmd import DEFAULT_PROFILE, hook_config
+    from loopwarden.cli.hook_cmd import hook_config
+    from loopwarden.core.config import parse_override
 
+    # install has checked every --set strictly before this runs, so parse_override cannot fail
     resolved = hook_config(args.config, args.overrides)
     if args.config:
         source = f"from {_shown(args.config)}" + (" and --set" if args.overrides else "")
+    elif any(parse_override(item)[0] == ["profile"] for item in args.overrides):
+        source = "--set"
+    elif args.overrides:
+        source = "the hooks' default, with --set"
     else:
-        source = "--set" if resolved.profile != DEFAULT_PROFILE else "no config file given"
+        source = "the hooks' default: no config file given"
     return f"{resolved.profile} ({source})"
 
 
