@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
-from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
+from loopwarden.analyze.replay import Replayer, ReplayStore, TrajectoryReport, quiet_guard_logs
 from loopwarden.analyze.spend import Prices, SpendTotals, priced
 from loopwarden.transcripts import (
     EXPECTED,
@@ -187,7 +187,7 @@ def iter_source(
         from loopwarden.records import RunRecorder  # sqlite3: imported when asked for
 
         recorder = RunRecorder(record, batch=500)
-    replayers = [Replayer(LoopGuard(config), recorder) for config in configs]
+    replayers = [Replayer(LoopGuard(config, store=ReplayStore()), recorder) for config in configs]
     done = 0
     # A forced format that reads no tool call at all read the wrong kind of file: its empty
     # trajectories are held back until a call shows up, and dropped for an error if none does.
