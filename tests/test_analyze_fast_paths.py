@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from loopwarden import LoopGuard, resolve_config
 from loopwarden._terminal import json_printable
-from loopwarden.analyze import report_json
+from loopwarden.analyze import report_json, runner
 from loopwarden.analyze.replay import Replayer, ReplayStore
 from loopwarden.transcripts import iter_sources, read_transcripts
 from loopwarden.transcripts._io import loads_exact
@@ -115,9 +116,9 @@ def test_a_json_report_to_a_file_does_not_load_rich(tmp_path: Path) -> None:
         "print(sorted(name for name in sys.modules if name.split('.')[0] == 'rich'))"
     )
     examples = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
+    argv = ["analyze", str(examples), "--output", "json", "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-c", probe, "analyze", str(examples), "--output", "json"]
-        + ["--out", str(out)],
+        [sys.executable, "-c", probe, *argv],
         capture_output=True,
         text=True,
         check=True,
@@ -128,3 +129,30 @@ def test_a_json_report_to_a_file_does_not_load_rich(tmp_path: Path) -> None:
         "stopped runs in 1 trajectory\n"
     )
     assert json.loads(out.read_text())["summary"]["trajectories"] > 1
+
+
+def test_workers_take_runs_of_about_equal_bytes() -> None:
+    """The sources stay in order, cut where a run reaches its share of the bytes."""
+    sources = [runner.Source(f"f{n}", explicit=True) for n in range(8)]
+    sizes = [50, 1, 1, 1, 47, 30, 30, 40]  # 200 bytes: 4 runs of about 50
+    chunks = runner._chunks(sources, sizes, 4)
+    assert [source for chunk in chunks for source in chunk] == sources
+    assert [[int(s.path[1:]) for s in chunk] for chunk in chunks] == [
+        [0],
+        [1, 2, 3, 4],
+        [5, 6],
+        [7],
+    ]
+    assert len(runner._chunks(sources, [0] * 8, 4)) == 8  # nothing to weigh: one a chunk
+
+
+def test_small_inputs_are_analysed_in_process_whatever_jobs_says() -> None:
+    """Under POOL_MIN_BYTES no worker starts: the reports stream from this process (a live
+    generator per source), as with --jobs 1; above it they come back from the workers."""
+    sources, _ = runner.collect_sources([str(data_path("samples"))])
+    config = resolve_config({"enabled": True})
+    how = ("auto", ())
+    streams = [stream for _, stream in runner._results(sources, how, [config], 2, None)]
+    assert all(isinstance(stream, types.GeneratorType) for stream in streams)
+    assert sum(len(list(stream)) for stream in streams) > 0
+    assert sum(runner._size(source.path) for source in sources) < runner.POOL_MIN_BYTES

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -86,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "saves against what it blocks",
     )
     parser.add_argument(
-        "--jobs", type=_jobs, default=1, metavar="N", help="worker processes (default 1)"
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N",
+        help="worker processes (default 1); inputs under 4 MB in all are analysed in one "
+        "process, where starting workers would cost more than they save",
     )
     parser.add_argument(
         "--record",
@@ -506,7 +510,9 @@ def _output(path: str | None) -> Iterator[TextIO]:
             yield handle
         return
     folder, name = os.path.split(target)
-    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    temporary = os.path.join(
+        folder, f".{name}.{os.urandom(4).hex()}.tmp"
+    )  # as secrets.token_hex, unimported
     try:
         with open(temporary, "x", encoding="utf-8") as handle:
             _keep_mode(target, temporary)
