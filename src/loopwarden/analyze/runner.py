@@ -390,16 +390,18 @@ def _size(path: str) -> int:
 
 
 def _chunks(sources: Sequence[Source], sizes: Sequence[int], count: int) -> list[list[Source]]:
-    """The sources in order, cut into at most ``count`` runs of about equal bytes."""
-    share = max(1, sum(sizes) // count)
+    """The sources in order, cut into about ``count`` runs of about equal bytes (a source
+    weighs at least one byte: empty or unreadable ones are spread too)."""
+    weights = [max(1, size) for size in sizes]
+    share = max(1, sum(weights) // count)
     chunks: list[list[Source]] = [[]]
     filled = 0
-    for source, size in zip(sources, sizes, strict=True):
+    for source, weight in zip(sources, weights, strict=True):
         if filled >= share:
             chunks.append([])
             filled = 0
         chunks[-1].append(source)
-        filled += size
+        filled += weight
     return chunks
 
 
