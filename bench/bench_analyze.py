@@ -20,6 +20,14 @@ line says which build it is)::
     python -m bench.bench_analyze                  # both rows, 5 rounds
     python -m bench.bench_analyze --rounds 3 --no-flat
     /tmp/lw/bin/python -m bench.bench_analyze      # the compiled build installed in a venv
+    /tmp/lw/bin/python -m bench.bench_analyze --baseline /tmp/lw-before/bin/python
+
+``--baseline PYTHON`` measures a second interpreter's loopwarden (another build or version,
+installed in its own venv) in the same rounds, interleaved, and prints its figures beside.
+
+Bytecode: the children run without ``PYTHONDONTWRITEBYTECODE``, so that an editable install
+runs from cached ``.pyc`` files as an installed one does (with it, every run would compile
+every loopwarden module again); the first round writes the caches.
 """
 
 from __future__ import annotations
@@ -87,10 +95,17 @@ def build_flat_corpus(folder: Path, trajectories: int, files: int) -> int:
     return calls
 
 
-def _run(command: Sequence[str]) -> tuple[float, float]:
-    """Run a child to completion: (wall seconds, CPU seconds of the child, user + sys)."""
+# The children's environment: with the bytecode cache (see the module's docstring). The
+# baseline's runs also without PYTHONPATH: its own loopwarden, not this one's source.
+_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+_BASELINE_ENV = {name: value for name, value in _ENV.items() if name != "PYTHONPATH"}
+
+
+def _run(command: Sequence[str], env: dict[str, str] = _ENV) -> tuple[float, float]:
+    """Run a child to completion: (wall seconds, CPU seconds of the child and of its waited-for
+    children, user + sys)."""
     start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -99,9 +114,9 @@ def _run(command: Sequence[str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def _analyze(folder: Path, out: Path, jobs: int) -> list[str]:
+def _analyze(python: str, folder: Path, out: Path, jobs: int) -> list[str]:
     return [
-        sys.executable,
+        python,
         "-m",
         "loopwarden",
         "analyze",
@@ -119,51 +134,66 @@ def _span(values: list[float]) -> str:
     return f"{min(values):.3f}–{max(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
-def floor_row(folder: Path, out: Path, rounds: int) -> None:
+def floor_row(builds: dict[str, str], folder: Path, out: Path, rounds: int) -> None:
     """Row 1: CPU time of the command against reading + parsing the files with orjson."""
     floor: list[float] = []
-    analyze: list[float] = []
     bare: list[float] = []
+    analyze: dict[str, list[float]] = {label: [] for label in builds}
     for _ in range(rounds):
         bare.append(_run([sys.executable, "-c", "pass"])[1])
         floor.append(_run([sys.executable, "-c", _FLOOR, str(folder)])[1])
-        analyze.append(_run(_analyze(folder, out, 1))[1])
-    ratios = [a / f for a, f in zip(analyze, floor, strict=True)]
+        for label, python in builds.items():
+            analyze[label].append(_run(_analyze(python, folder, out, 1), _env(label))[1])
     print(f"  python -c pass                          CPU {min(bare):.3f} s (range {_span(bare)})")
     print(
         f"  read + orjson.loads every file (floor)  CPU {min(floor):.3f} s (range {_span(floor)})"
     )
-    print(
-        f"  loopwarden analyze --output json        CPU {min(analyze):.3f} s "
-        f"(range {_span(analyze)})"
-    )
-    print(
-        f"  analyze ÷ floor: {min(analyze) / min(floor):.2f}× (best against best; "
-        f"per round {_span(ratios)}×)"
-    )
-
-
-def jobs_row(label: str, folder: Path, out: Path, rounds: int) -> None:
-    """Row 2: wall time of --jobs 1 and --jobs 2, interleaved, with the ratio per round."""
-    walls: dict[int, list[float]] = {1: [], 2: []}
-    cpus: dict[int, list[float]] = {1: [], 2: []}
-    ratios: list[float] = []
-    for number in range(rounds):
-        for jobs in (1, 2) if number % 2 == 0 else (2, 1):  # neither always goes first
-            wall, cpu = _run(_analyze(folder, out, jobs))
-            walls[jobs].append(wall)
-            cpus[jobs].append(cpu)
-        ratios.append(walls[1][-1] / walls[2][-1])
-    print(f"  {label}")
-    for jobs in (1, 2):
+    for label, times in analyze.items():
+        ratios = [a / f for a, f in zip(times, floor, strict=True)]
         print(
-            f"    --jobs {jobs}: wall median {statistics.median(walls[jobs]):.2f} s "
-            f"(range {_span(walls[jobs])}), CPU median {statistics.median(cpus[jobs]):.2f} s"
+            f"  {label}: loopwarden analyze --output json  CPU {min(times):.3f} s "
+            f"(range {_span(times)}); ÷ floor {min(times) / min(floor):.2f}× (best against "
+            f"best; per round {_span(ratios)}×)"
         )
-    print(
-        f"    --jobs 1 ÷ --jobs 2 wall: median {statistics.median(ratios):.2f}× "
-        f"(per round {_span(ratios)}×)"
-    )
+
+
+def jobs_row(builds: dict[str, str], label: str, folder: Path, out: Path, rounds: int) -> None:
+    """Row 2: wall time of --jobs 1 and --jobs 2, interleaved, with the ratio per round."""
+    walls: dict[tuple[str, int], list[float]] = {(b, jobs): [] for b in builds for jobs in (1, 2)}
+    cpus: dict[tuple[str, int], list[float]] = {key: [] for key in walls}
+    ratios: dict[str, list[float]] = {build: [] for build in builds}
+    for number in range(rounds):
+        for build, python in builds.items():
+            for jobs in (1, 2) if number % 2 == 0 else (2, 1):  # neither always goes first
+                wall, cpu = _run(_analyze(python, folder, out, jobs), _env(build))
+                walls[build, jobs].append(wall)
+                cpus[build, jobs].append(cpu)
+            ratios[build].append(walls[build, 1][-1] / walls[build, 2][-1])
+    print(f"  {label}")
+    for build in builds:
+        for jobs in (1, 2):
+            print(
+                f"    {build}, --jobs {jobs}: wall median "
+                f"{statistics.median(walls[build, jobs]):.2f} s (range "
+                f"{_span(walls[build, jobs])}), CPU median "
+                f"{statistics.median(cpus[build, jobs]):.2f} s"
+            )
+        print(
+            f"    {build}, --jobs 1 ÷ --jobs 2 wall: median "
+            f"{statistics.median(ratios[build]):.2f}× (per round {_span(ratios[build])}×)"
+        )
+
+
+def _env(build: str) -> dict[str, str]:
+    return _BASELINE_ENV if build == "baseline" else _ENV
+
+
+def _build(label: str, python: str) -> str:
+    """What ``python`` runs: its loopwarden's version, build and place."""
+    probe = "import loopwarden; from loopwarden.cli import engine_build; "
+    probe += "print(loopwarden.__version__, engine_build(), loopwarden.__file__)"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=_env(label))
+    return done.stdout.strip() or f"cannot run: {done.stderr.strip()[-200:]}"
 
 
 def main() -> None:
@@ -180,8 +210,19 @@ def main() -> None:
     parser.add_argument("--flat-trajectories", type=int, default=10_000)
     parser.add_argument("--flat-files", type=int, default=20)
     parser.add_argument("--no-flat", action="store_true", help="skip the flat-JSONL jobs row")
+    parser.add_argument(
+        "--baseline",
+        metavar="PYTHON",
+        help="also measure this interpreter's loopwarden in the same rounds (e.g. a venv with "
+        "the build before a change)",
+    )
     args = parser.parse_args()
     print(f"build: {engine_build()}; {sys.executable}")
+    builds = {"this": sys.executable}
+    if args.baseline:
+        builds["baseline"] = args.baseline
+    for label, python in builds.items():
+        print(f"  {label}: {python}: {_build(label, python)}")
     with tempfile.TemporaryDirectory() as tmp:
         trajs = Path(tmp, "traj")
         trajs.mkdir()
@@ -191,14 +232,15 @@ def main() -> None:
         print(f"corpus: {args.files} SWE-agent .traj files, {calls:,} tool calls, {size:.1f} MB")
         print(f"load average {os.getloadavg()[0]:.1f}")
         print("row 1: analyze against reading + parsing the files")
-        floor_row(trajs, out, args.rounds)
+        floor_row(builds, trajs, out, args.rounds)
         print("row 2: --jobs 2 against --jobs 1, wall time")
-        jobs_row(f"{args.files} .traj files", trajs, out, args.rounds)
+        jobs_row(builds, f"{args.files} .traj files", trajs, out, args.rounds)
         if not args.no_flat:
             flat = Path(tmp, "flat")
             flat.mkdir()
             flat_calls = build_flat_corpus(flat, args.flat_trajectories, args.flat_files)
             jobs_row(
+                builds,
                 f"{args.flat_files} flat-JSONL files, {args.flat_trajectories:,} "
                 f"trajectories, {flat_calls:,} tool calls",
                 flat,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from loopwarden import __version__, resolve_config
+from loopwarden.analyze import runner
 from loopwarden.cli import main
 
 from _support import data_path
@@ -302,7 +303,10 @@ def test_out_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert json.loads(target.read_text())["summary"]["trajectories"] == 1
 
 
-def test_jobs_output_is_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_jobs_output_is_identical(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "POOL_MIN_BYTES", 0)  # small files: workers all the same
     for n in range(6):  # several files so the work really is spread
         shutil.copy(EXAMPLES / OPENCLAW, tmp_path / f"copy{n}.jsonl")
     flat(tmp_path / "loop.jsonl", same_call_rows("r", ["same"] * 25))
@@ -384,8 +388,9 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_a_file_broken_part_way_keeps_what_came_before(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(runner, "POOL_MIN_BYTES", 0)  # small files: workers all the same
     rows = same_call_rows("first", ["same"] * 3) + same_call_rows("second", ["same"] * 3)
     path = flat(tmp_path / "archive.jsonl", rows)
     with path.open("a") as handle:

@@ -13,15 +13,16 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
 from loopwarden.analyze.spend import RunSpend, run_spend
 from loopwarden.core.patterns import as_stop_message
 from loopwarden.guard import record_message
+from loopwarden.store import GuardSession
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
 if TYPE_CHECKING:
@@ -198,6 +199,41 @@ def _with_message(mark: Mark | None) -> dict[str, Any] | None:
     return None if mark is None else {**mark.where(), "message": mark.message}
 
 
+_T = TypeVar("_T")
+
+
+class ReplayStore:
+    """The guard's sessions during a replay: each trajectory's, until it has been replayed.
+
+    A replay runs on one thread and a session never outlives its trajectory, so the memory
+    store's locks, expiry and least-recently-used order would be work for nothing (a tenth of
+    the replay's time): an update is a dict lookup and the step itself, and the
+    :class:`Replayer` drops each session once its trajectory is done, so memory does not grow
+    with the number of trajectories.
+    """
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, GuardSession] = {}
+
+    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
+        """Apply ``fn`` to the session (created on first use), as every store does."""
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = GuardSession(key)
+        return fn(session)
+
+    def peek(self, key: str) -> GuardSession | None:
+        """The session, if it is being replayed."""
+        return self._sessions.get(key)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def drop(self, key: str) -> None:
+        """Forget a session whose trajectory has been replayed."""
+        self._sessions.pop(key, None)
+
+
 class Replayer:
     """Replays trajectories through one guard, each in its own session and run.
 
@@ -249,6 +285,8 @@ class Replayer:
             if stopped:
                 cost.stopped_at = item.at
         self.guard.end_run(session, run_id)
+        if isinstance(self.guard.store, ReplayStore):
+            self.guard.store.drop(session)  # never used again: one session per trajectory
         cost.fill(report)
         first = report.first_block_or_stop
         report.spend = run_spend(trajectory, None if first is None else first.index)

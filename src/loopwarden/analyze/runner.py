@@ -1,18 +1,20 @@
 """Analyse many transcript files: import, replay under one or more configs, in order.
 
-Work is split by file. With ``jobs > 1`` files are spread over worker processes; results are
+Work is split by file. With ``jobs > 1`` files are spread over worker processes (in runs of
+about equal bytes; inputs under :data:`POOL_MIN_BYTES` stay in this process); results are
 collected back in input order, so the report is identical to a single-process run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import LoopGuard, ResolvedConfig
-from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
+from loopwarden.analyze.replay import Replayer, ReplayStore, TrajectoryReport, quiet_guard_logs
 from loopwarden.analyze.spend import Prices, SpendTotals, priced
 from loopwarden.transcripts import (
     EXPECTED,
@@ -187,7 +189,7 @@ def iter_source(
         from loopwarden.records import RunRecorder  # sqlite3: imported when asked for
 
         recorder = RunRecorder(record, batch=500)
-    replayers = [Replayer(LoopGuard(config), recorder) for config in configs]
+    replayers = [Replayer(LoopGuard(config, store=ReplayStore()), recorder) for config in configs]
     done = 0
     # A forced format that reads no tool call at all read the wrong kind of file: its empty
     # trajectories are held back until a call shows up, and dropped for an error if none does.
@@ -289,12 +291,6 @@ def analyze_source(
     return result
 
 
-def _analyze_star(
-    task: tuple[Source, str, Sequence[ResolvedConfig], str | None, Fields],
-) -> FileResult:
-    return analyze_source(*task)
-
-
 def run_analysis(
     sources: Sequence[Source],
     fmt: str,
@@ -353,19 +349,68 @@ def _results(
     The status is complete only once the stream has been consumed.
     """
     fmt, fields = how
-    if jobs <= 1 or len(sources) <= 1:
+    sizes = [_size(source.path) for source in sources] if jobs > 1 else []
+    if jobs <= 1 or len(sources) <= 1 or sum(sizes) < POOL_MIN_BYTES:
         for source in sources:
             status = FileResult(source=source.path)
             yield status, iter_source(source, fmt, configs, status, record, fields)
         return
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: with --jobs only
 
-    tasks = [(source, fmt, configs, record, fields) for source in sources]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    chunks = _chunks(sources, sizes, jobs * _CHUNKS_PER_WORKER)
+    tasks = [(chunk, fmt, configs, record, fields) for chunk in chunks]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
         # map() yields in submission order, whatever order the workers finish in.
-        chunks = max(1, len(tasks) // (jobs * 8))
-        for result in pool.map(_analyze_star, tasks, chunksize=chunks):
-            yield result, result.reports
+        for results in pool.map(_analyze_chunk, tasks):
+            for result in results:
+                yield result, result.reports
+
+
+POOL_MIN_BYTES = 4 << 20
+"""With less input than this (bytes on disk), ``--jobs`` above 1 analyses in this process:
+starting the workers and sending their reports back would cost more than they save."""
+
+# Each worker takes its share in this many chunks of about equal bytes, so that the workers
+# finish close together whatever the sizes of the files (a chunk is one round trip).
+_CHUNKS_PER_WORKER = 8
+
+
+def _size(path: str) -> int:
+    """Bytes on disk of a source: a file's, or the files' under a conversation directory."""
+    try:
+        if not os.path.isdir(path):
+            return os.stat(path).st_size
+        return sum(
+            os.stat(os.path.join(folder, name)).st_size
+            for folder, _, names in os.walk(path)
+            for name in names
+        )
+    except OSError:
+        return 0  # reported when the source is read
+
+
+def _chunks(sources: Sequence[Source], sizes: Sequence[int], count: int) -> list[list[Source]]:
+    """The sources in order, cut into about ``count`` runs of about equal bytes (a source
+    weighs at least one byte: empty or unreadable ones are spread too)."""
+    weights = [max(1, size) for size in sizes]
+    share = max(1, sum(weights) // count)
+    chunks: list[list[Source]] = [[]]
+    filled = 0
+    for source, weight in zip(sources, weights, strict=True):
+        if filled >= share:
+            chunks.append([])
+            filled = 0
+        chunks[-1].append(source)
+        filled += weight
+    return chunks
+
+
+def _analyze_chunk(
+    task: tuple[list[Source], str, Sequence[ResolvedConfig], str | None, Fields],
+) -> list[FileResult]:
+    """A worker's job: analyse a run of sources, each as :func:`analyze_source` does."""
+    sources, fmt, configs, record, fields = task
+    return [analyze_source(source, fmt, configs, record, fields) for source in sources]
 
 
 def summary(reports: Iterable[TrajectoryReport]) -> dict[str, int]:

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TextIO
-
-from rich.console import Console
-from rich.text import Text
 
 from loopwarden import ConfigError, ResolvedConfig
 from loopwarden._terminal import plural, printable
@@ -28,6 +24,8 @@ from loopwarden.cli._options import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from loopwarden.analyze.replay import TrajectoryReport
     from loopwarden.analyze.report_html import PageContext
     from loopwarden.analyze.runner import Analysis, KeepFilter, Source
@@ -87,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "saves against what it blocks",
     )
     parser.add_argument(
-        "--jobs", type=_jobs, default=1, metavar="N", help="worker processes (default 1)"
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N",
+        help="worker processes (default 1); inputs under 4 MB in all are analysed in one "
+        "process, where starting workers would cost more than they save",
     )
     parser.add_argument(
         "--record",
@@ -140,22 +143,22 @@ def run(args: argparse.Namespace) -> int:
     """Run the analysis and write the report; returns the exit code."""
     from loopwarden.analyze.sweep import parse_sweeps
 
-    err = Console(stderr=True, highlight=False)
+    err = _Stderr()
     if args.output is None:
         args.output = output_for(args.out)
     if args.sweep and args.record:
-        err.print(_error("--record records the runs of one config: drop --sweep or --record"))
+        err.print(*_error("--record records the runs of one config: drop --sweep or --record"))
         return 2
     problem = _record_problem(args.record) if args.record else None
     if problem is not None:
-        err.print(_error(f"--record {args.record}: {problem}"), soft_wrap=True)
+        err.print(*_error(f"--record {args.record}: {problem}"), soft_wrap=True)
         return 2
     try:
         args.fields = parse_fields(args.field, args.format)
         variants = parse_sweeps(args.sweep)
         configs, notices = _configs(args, [variant.overrides for variant in variants])
     except ConfigError as exc:
-        err.print(_error(error_text(exc), escaped=True), soft_wrap=True)
+        err.print(*_error(error_text(exc), escaped=True), soft_wrap=True)
         return 2
     with _stdin_copy(args.paths) as stdin:
         sources, input_errors = _sources(args.paths, stdin)
@@ -198,7 +201,7 @@ def _stdin_copy(paths: Sequence[str]) -> Iterator[str | None]:
 
 def _run(
     args: argparse.Namespace,
-    err: Console,
+    err: _Stderr,
     setup: tuple[list[ResolvedConfig], list[Variant], list[str]],
     inputs: tuple[list[Source], list[str]],
 ) -> int:
@@ -208,7 +211,7 @@ def _run(
     clash = _input_at(args.out, sources) if args.out is not None else None
     if clash is not None:
         err.print(
-            _error(
+            *_error(
                 f"--out {args.out} is also an input ({clash}): writing the report there would "
                 "destroy it; choose another file"
             ),
@@ -224,17 +227,17 @@ def _run(
         raise  # stdout's reader went away: the entry point ends quietly
     except _NothingToAnalyse as nothing:
         for line in nothing.analysis.errors:
-            err.print(_error(line), soft_wrap=True)
-        err.print(_error(_nothing_text(args.paths, nothing.analysis)), soft_wrap=True)
+            err.print(*_error(line), soft_wrap=True)
+        err.print(*_error(_nothing_text(args.paths, nothing.analysis)), soft_wrap=True)
         return 2
     except OSError as exc:
         where = args.out if args.out is not None else "the report"
-        err.print(_error(f"cannot write {where}: {exc.strerror or exc}"), soft_wrap=True)
+        err.print(*_error(f"cannot write {where}: {exc.strerror or exc}"), soft_wrap=True)
         return 2
     for line in analysis.warnings:
-        err.print(Text.assemble(("warning", "yellow"), f": {printable(line)}"), soft_wrap=True)
+        err.print(("warning", "yellow"), f": {printable(line)}", soft_wrap=True)
     for line in analysis.errors:
-        err.print(_error(line), soft_wrap=True)
+        err.print(*_error(line), soft_wrap=True)
     # A loop found is the signal a CI job acts on: it wins over a file that could not be read,
     # which is still reported above (and in the report). A path that does not exist is a
     # mistake on the command line: that is exit 2 whatever was found.
@@ -307,7 +310,7 @@ def _nothing_text(paths: Sequence[str], analysis: Analysis) -> str:
     )
 
 
-def _written(path: str, output: str, analysis: Analysis, code: int) -> Text:
+def _written(path: str, output: str, analysis: Analysis, code: int) -> str:
     """Where the report went, and what the exit code says (a 1 is a finding, not a failure)."""
     meaning = {
         0: "exit 0: nothing would have been blocked",
@@ -317,13 +320,54 @@ def _written(path: str, output: str, analysis: Analysis, code: int) -> Text:
     }[code]
     if code == 1 and analysis.errors:
         meaning += f"; {plural(len(analysis.errors), 'input error')} above"
-    return Text(f"wrote the {output} report to {printable(path)}; {meaning}")
+    return f"wrote the {output} report to {printable(path)}; {meaning}"
 
 
-def _error(message: str, *, escaped: bool = False) -> Text:
-    # Text, not markup: messages quote paths and config keys that may hold brackets; and
+def _error(message: str, *, escaped: bool = False) -> tuple[Part, ...]:
+    # Parts, not markup: messages quote paths and config keys that may hold brackets; and
     # printable, since a file name or a transcript's text may hold terminal escapes.
-    return Text.assemble(("error", "bold red"), f": {message if escaped else printable(message)}")
+    return ("error", "bold red"), f": {message if escaped else printable(message)}"
+
+
+Part = str | tuple[str, str]
+"""A piece of a message on stderr: text, or (text, rich style)."""
+
+
+class _Stderr:
+    """The command's messages on stderr.
+
+    Through rich (colours; lines wrapped to a terminal's width) when stderr is a terminal or
+    the environment asks rich for colours; otherwise each soft-wrapped message is written as the
+    plain line rich would write, and rich is not imported: on ``--output json`` with ``--out``
+    it was a fifth of the command's start-up.
+    """
+
+    _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def print(self, *parts: Part, soft_wrap: bool = False) -> None:
+        """Print one message made of ``parts``; ``soft_wrap``: never break it into lines."""
+        if soft_wrap and self._console is None and not self._styled():
+            sys.stderr.write("".join(part if isinstance(part, str) else part[0] for part in parts))
+            sys.stderr.write("\n")
+            return
+        from rich.text import Text
+
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False)
+        self._console.print(Text.assemble(*parts), soft_wrap=soft_wrap)
+
+    def _styled(self) -> bool:
+        if any(name in os.environ for name in self._RICH_ENV):
+            return True
+        try:
+            return sys.stderr.isatty()
+        except ValueError:  # closed
+            return False
 
 
 def _input_at(out: str, sources: Sequence[Source]) -> str | None:
@@ -466,7 +510,9 @@ def _output(path: str | None) -> Iterator[TextIO]:
             yield handle
         return
     folder, name = os.path.split(target)
-    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    temporary = os.path.join(
+        folder, f".{name}.{os.urandom(4).hex()}.tmp"
+    )  # as secrets.token_hex, unimported
     try:
         with open(temporary, "x", encoding="utf-8") as handle:
             _keep_mode(target, temporary)
@@ -495,6 +541,7 @@ def _progress(total: int) -> Iterator[Callable[[Any], None] | None]:
     if total < 2 or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
     from rich.progress import Progress
 
     # No auto-refresh thread: worker processes may be forked while the bar is shown.

@@ -1,0 +1,158 @@
+"""The analyzer's faster paths give what the plain ones gave: the same values, bytes and reports.
+
+Each fast path stands in for a standard one (orjson for ``json``, a plain session store for the
+memory store, plain lines for rich on a pipe); these tests put the two side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopwarden import LoopGuard, resolve_config
+from loopwarden._terminal import json_printable
+from loopwarden.analyze import report_json, runner
+from loopwarden.analyze.replay import Replayer, ReplayStore
+from loopwarden.transcripts import iter_sources, read_transcripts
+from loopwarden.transcripts._io import loads_exact
+
+from _support import data_path
+
+# Integers on both sides of 64 bits, floats orjson writes otherwise (below 1e-4, NaN, the
+# infinities) and others, strings with control characters, separators and lone surrogates.
+_EDGE_INTS = st.sampled_from(
+    [2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64 - 1, 2**64, 10**30, -(10**30)]
+)
+_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(min_value=-1e-3, max_value=1e-3),
+    st.sampled_from([1e-05, 2.5e-05, 1e-4, -1e-4, 0.0, -0.0, 1e16, 1e22, 1e300, 5e-324]),
+)
+_TEXT = st.text(
+    alphabet=st.one_of(st.characters(), st.sampled_from("\x00\x07\x1b\x7f\x85\u2028\ud800"))
+)
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), _EDGE_INTS, _FLOATS, _TEXT)
+
+
+def _values(keys: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        _LEAVES,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=6),
+            st.tuples(inner, inner),
+            st.dictionaries(keys, inner, max_size=6),
+        ),
+        max_leaves=40,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values(st.one_of(_TEXT, st.integers(), st.booleans(), st.none())))
+def test_the_indented_json_report_is_the_standard_librarys_text(value: Any) -> None:
+    """``--output json`` is written by orjson where it can be, byte for byte what
+    ``json.dumps(indent=2)`` wrote: tiny floats, NaN and infinities as the standard library
+    writes them, and the standard library itself for what orjson cannot write."""
+    expected = json_printable(json.dumps(value, indent=2, ensure_ascii=False))
+    assert report_json._dumps(value, indent=2) == expected
+
+
+def test_the_fast_writer_takes_the_common_report_and_keeps_its_floats() -> None:
+    """A report of plain values and tiny amounts of money is written by orjson (not by the
+    fallback), with the floats as the standard library writes them."""
+    document = {"spend": {"dollars": 2.5e-05, "saved": 0.0, "ratio": 0.125}, "calls": [1, 2]}
+    fast = report_json._indented_fast(document)
+    assert fast == json.dumps(document, indent=2, ensure_ascii=False)
+    assert '"dollars": 2.5e-05' in fast
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values(_TEXT))
+def test_documents_are_read_as_the_standard_library_reads_them(value: Any) -> None:
+    """orjson reads a transcript only when it gives ``json.loads``'s value: integers beyond 64
+    bits stay ints (found by looking at the parsed numbers, or at the text when it holds many
+    small values), NaN and lone surrogates go through the standard library."""
+    for text in (json.dumps(value), json.dumps(value, indent=2)):
+        assert repr(loads_exact(text)) == repr(json.loads(text))
+
+
+def test_a_big_integer_among_many_small_values_is_found_in_the_text() -> None:
+    """Past one value per 16 bytes the parsed value is not walked; the text check finds it."""
+    for big in (10**30, -(2**63) - 1):
+        text = json.dumps([1] * 500 + [{"n": big}])
+        assert loads_exact(text)[-1]["n"] == big
+
+
+def test_the_replay_store_gives_the_memory_stores_reports_and_keeps_no_session() -> None:
+    """Replaying through the plain store the analyzer uses gives every report the memory store
+    gives (both profiles), and no trajectory's session outlives its replay."""
+    trajectories = [
+        trajectory
+        for path in iter_sources([data_path("samples")])
+        for trajectory in read_transcripts(path)
+    ]
+    for profile in ("openclaw", "recommended"):
+        config = resolve_config({"enabled": True, "profile": profile})
+        store = ReplayStore()
+        plain, memory = Replayer(LoopGuard(config, store=store)), Replayer(LoopGuard(config))
+        for trajectory in trajectories:
+            assert plain.replay(trajectory) == memory.replay(trajectory)
+            assert len(store) == 0
+        assert len(memory.guard.store) == len(trajectories)  # type: ignore[arg-type]
+
+
+def test_a_json_report_to_a_file_does_not_load_rich(tmp_path: Path) -> None:
+    """With stderr not a terminal, the messages are plain lines and rich is never imported;
+    the line is the one rich wrote."""
+    out = tmp_path / "report.json"
+    probe = (
+        "import sys; from loopwarden.cli import main; code = main(sys.argv[1:]); "
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'rich'))"
+    )
+    examples = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
+    argv = ["analyze", str(examples), "--output", "json", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == "[]\n"
+    assert done.stderr == (
+        f"wrote the json report to {out}; exit 1: the guard would have blocked calls or "
+        "stopped runs in 1 trajectory\n"
+    )
+    assert json.loads(out.read_text())["summary"]["trajectories"] > 1
+
+
+def test_workers_take_runs_of_about_equal_bytes() -> None:
+    """The sources stay in order, cut where a run reaches its share of the bytes."""
+    sources = [runner.Source(f"f{n}", explicit=True) for n in range(8)]
+    sizes = [50, 1, 1, 1, 47, 30, 30, 40]  # 200 bytes: 4 runs of about 50
+    chunks = runner._chunks(sources, sizes, 4)
+    assert [source for chunk in chunks for source in chunk] == sources
+    assert [[int(s.path[1:]) for s in chunk] for chunk in chunks] == [
+        [0],
+        [1, 2, 3, 4],
+        [5, 6],
+        [7],
+    ]
+    assert len(runner._chunks(sources, [0] * 8, 4)) == 4  # empty files are spread too
+
+
+def test_small_inputs_are_analysed_in_process_whatever_jobs_says() -> None:
+    """Under POOL_MIN_BYTES no worker starts: the reports stream from this process (a live
+    generator per source), as with --jobs 1; above it they come back from the workers."""
+    sources, _ = runner.collect_sources([str(data_path("samples"))])
+    config = resolve_config({"enabled": True})
+    how = ("auto", ())
+    streams = [stream for _, stream in runner._results(sources, how, [config], 2, None)]
+    assert all(isinstance(stream, types.GeneratorType) for stream in streams)
+    assert sum(len(list(stream)) for stream in streams) > 0
+    assert sum(runner._size(source.path) for source in sources) < runner.POOL_MIN_BYTES
