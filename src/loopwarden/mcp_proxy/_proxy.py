@@ -90,10 +90,34 @@ def _encode(message: dict[str, Any]) -> bytes:
 
 
 def _parse(line: bytes) -> Any:
+    """``json.loads(line)``, or None when the line is not JSON.
+
+    Computed by orjson (several times faster) when it gives the same value: it refuses with an
+    error what the standard library reads beyond JSON (NaN, Infinity, lone surrogates, a byte
+    order mark), which then goes to the standard library, and it differs silently only on
+    integers beyond 64 bits, so a line with 19 digits in a row goes there too.
+    """
+    if _orjson_loads is not None:
+        try:
+            value = _orjson_loads(line)
+        except ValueError:
+            pass
+        else:
+            if _LONG_INT not in line.translate(_DIGITS):  # C speed, about 1 ns per byte
+                return value
     try:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+_orjson_loads: Callable[[bytes], Any] | None
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # not on every Python implementation
+    _orjson_loads = None
+_LONG_INT = b"0" * 19
+_DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))  # digits to "0"
 
 
 _DECODER = json.JSONDecoder()
