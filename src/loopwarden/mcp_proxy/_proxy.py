@@ -22,6 +22,7 @@ import re
 import signal
 import stat
 import sys
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,7 @@ _PROXY_PREFIX = "loopwarden mcp-proxy: "
 _INTERNAL_ERROR = -32603
 _ABANDONED_KEPT = 1024  # ids of timed-out requests whose late answers are dropped
 _DRAIN_POLL = 0.02  # seconds between checks for the last answers after the client's input ended
+_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution  # as asyncio's loop uses it
 
 RETRY_AFTER = 5.0
 """Seconds a failed restart of the server is not retried (so a broken server fails fast)."""
@@ -210,7 +212,8 @@ class _Pending:
     request_id: Any
     method: str
     generation: _Generation
-    timer: asyncio.TimerHandle | None = None
+    timeout: float | None = None  # seconds, from when it was forwarded
+    deadline: float | None = None  # the loop's time when it times out, until it is settled
     call: ToolCall | None = None
     batch: _Batch | None = None
 
@@ -273,6 +276,7 @@ class Relay:
         self._failed_restart_at: float | None = None
         self._restart_lock = asyncio.Lock()
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._watchdog: asyncio.TimerHandle | None = None  # at the earliest deadline (_watch)
         self._recording = 0  # outcome recordings under way (after their answers went out)
         self._recorded = asyncio.Event()
         self._recorded.set()
@@ -305,9 +309,8 @@ class Relay:
     async def shutdown(self) -> None:
         """Stop the server and every task; close the runs."""
         self.closing = True
-        for pending in self._pending.values():
-            if pending.timer is not None:
-                pending.timer.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         generation = self._generation
         if generation is not None:
             await generation.link.close()
@@ -450,12 +453,11 @@ class Relay:
         except DownstreamUnavailable as exc:
             await self._fail_request(request_id, method, call, str(exc), batch)
             return None
-        pending = _Pending(request_id, method, generation, call=call, batch=batch)
         timeout = self.spec.connect_timeout if method == "initialize" else self.options.call_timeout
+        pending = _Pending(request_id, method, generation, timeout, call=call, batch=batch)
         if timeout is not None:
-            pending.timer = self._loop.call_later(
-                timeout, lambda: self._spawn(self._timed_out(pending, timeout))
-            )
+            pending.deadline = self._loop.time() + timeout
+            self._watch(pending.deadline)
         self._pending[_key(request_id)] = pending
         if batch is not None:
             batch.waiting += 1
@@ -653,6 +655,36 @@ class Relay:
         if not self._ready:
             self.finish(1)
 
+    def _watch(self, deadline: float) -> None:
+        """Have :meth:`_expire` run at ``deadline`` at the latest.
+
+        Why one timer for all requests, not one each: a request's timer costs more than the
+        rest of what the relay does for it, and almost every request is answered in time.
+        """
+        watchdog = self._watchdog
+        if watchdog is not None:
+            if watchdog.when() <= deadline:
+                return
+            watchdog.cancel()
+        self._watchdog = self._loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        """Time out each request past its deadline; watch for the next deadline."""
+        self._watchdog = None
+        now = self._loop.time() + _CLOCK_RESOLUTION  # what the loop counts as due
+        upcoming: float | None = None
+        for pending in list(self._pending.values()):
+            deadline, timeout = pending.deadline, pending.timeout
+            if deadline is None or timeout is None:
+                continue
+            if deadline <= now:
+                pending.deadline = None
+                self._spawn(self._timed_out(pending, timeout))
+            elif upcoming is None or deadline < upcoming:
+                upcoming = deadline
+        if upcoming is not None:
+            self._watch(upcoming)
+
     async def _timed_out(self, pending: _Pending, timeout: float) -> None:
         key = _key(pending.request_id)
         if self._pending.get(key) is not pending:
@@ -702,8 +734,7 @@ class Relay:
 
     def _settle(self, pending: _Pending) -> None:
         """The request waits no more (answered, failed, timed out or cancelled)."""
-        if pending.timer is not None:
-            pending.timer.cancel()
+        pending.deadline = None
         if pending.batch is not None:
             pending.batch.waiting -= 1
 
