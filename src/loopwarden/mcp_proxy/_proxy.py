@@ -658,8 +658,9 @@ class Relay:
     def _watch(self, deadline: float) -> None:
         """Have :meth:`_expire` run at ``deadline`` at the latest.
 
-        Why one timer for all requests, not one each: a request's timer costs more than the
-        rest of what the relay does for it, and almost every request is answered in time.
+        Why one timer for all requests, not one each: almost every request is answered in
+        time, and making and cancelling a timer for each was about 2% of the proxy's work per
+        call (instructions counted).
         """
         watchdog = self._watchdog
         if watchdog is not None:
