@@ -36,6 +36,7 @@ from loopwarden.mcp_proxy._downstream import (
     CHUNK,
     DownstreamSpec,
     DownstreamUnavailable,
+    LineProtocol,
     LineReader,
     Link,
     StdioLink,
@@ -840,15 +841,12 @@ async def _open_stdio() -> tuple[LineReader, asyncio.StreamWriter | None, list[i
     shared with the parent.
     """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=CHUNK, loop=loop)
+    lines = LineReader(loop)
     switched = [fd for fd in (0, 1) if _pollable(fd) and os.get_blocking(fd)]
     if _pollable(0):
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-            os.fdopen(0, "rb", closefd=False),
-        )
+        await loop.connect_read_pipe(lambda: LineProtocol(lines), os.fdopen(0, "rb", closefd=False))
     else:
-        _spawn_file_reader(loop, reader)
+        _spawn_file_reader(loop, lines)
     for fd in (0, 1):
         if _pollable(fd):
             widen_pipe(fd)
@@ -859,7 +857,7 @@ async def _open_stdio() -> tuple[LineReader, asyncio.StreamWriter | None, list[i
             os.fdopen(1, "wb", closefd=False),
         )
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    return LineReader(reader), writer, switched
+    return lines, writer, switched
 
 
 def _pollable(fd: int) -> bool:
@@ -870,13 +868,13 @@ def _pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _spawn_file_reader(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+def _spawn_file_reader(loop: asyncio.AbstractEventLoop, lines: LineReader) -> None:
     import threading
 
     def pump() -> None:
         while chunk := os.read(0, CHUNK):
-            loop.call_soon_threadsafe(reader.feed_data, chunk)
-        loop.call_soon_threadsafe(reader.feed_eof)
+            loop.call_soon_threadsafe(lines.feed_data, chunk)
+        loop.call_soon_threadsafe(lines.feed_eof)
 
     threading.Thread(target=pump, name="loopwarden-stdin", daemon=True).start()
 
