@@ -35,8 +35,9 @@ time and the added p50/p99 against direct (the difference of the percentiles).
 ``tools/call``, the same whatever the machine's load: the proxy (and the baseline) in front of
 the trivial server, run under callgrind for each number of calls; the difference of the
 instruction counts divided by the difference of the calls is the cost of one call, start-up
-cancelled out. Give the real interpreter, not a pyenv shim, to run it: callgrind counts the
-process it starts.
+cancelled out. Beside each, the same count for the guard alone: the proxy's ``CallGuard``
+checking and recording the same calls in one process, with no pipes and no relay. Give the
+real interpreter, not a pyenv shim, to run it: callgrind counts the process it starts.
 
 **Large results** (``--sizes``, the ``python`` server only). The ``blob`` tool returns that
 many MB of text. For each size every case is timed ``--large-repeats`` times, interleaved; the
@@ -86,6 +87,27 @@ for line in sys.stdin.buffer:
     out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode())
     out.write(b"\n")
     out.flush()
+"""
+
+
+# The guard's part of a call through the proxy, alone: CallGuard.before and .after, as the
+# relay calls them, for calls like the trivial server's (the proxy's default profile).
+GUARD_ALONE = r"""
+import asyncio, sys
+from loopwarden.core.config import resolve_config
+from loopwarden.guard import LoopGuard
+from loopwarden.mcp_proxy._guarding import CallGuard, outcome_of
+
+async def main(calls):
+    guard = CallGuard(LoopGuard(resolve_config({"profile": "recommended"})), "bench")
+    for n in range(calls):
+        params = {"name": "echo", "arguments": {"text": f"call {n}"}}
+        _, call, _ = await guard.before(str(n), params)
+        result = {"content": [{"type": "text", "text": f"call {n}"}], "isError": False}
+        value, error = outcome_of(result)
+        await guard.after(call, result=value, error=error)
+
+asyncio.run(main(int(sys.argv[1])))
 """
 
 
@@ -343,20 +365,30 @@ def instructions(
     measured: dict[str, dict[str, float]] = {}
     for name, env in envs.items():
         totals = []
+        alone = []
         for calls in counts:
             out = scratch / f"callgrind.{name}.{calls}"
             proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *server]
-            grind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + str(out), *proxy]
-            peer = start(name, grind, env)
+            peer = start(name, [*_callgrind(out), *proxy], env)
             for n in range(calls):
                 peer.request("tools/call", _echo("text")(n))
             peer.close(timeout=600)
             totals.append(_callgrind_total(out))
+            out = scratch / f"callgrind.{name}.guard.{calls}"
+            guard = [*_callgrind(out), sys.executable, "-c", GUARD_ALONE, str(calls)]
+            subprocess.run(guard, env=env, check=True, capture_output=True)
+            alone.append(_callgrind_total(out))
+        span = counts[1] - counts[0]
         measured[name] = {
-            "per_call": (totals[1] - totals[0]) / (counts[1] - counts[0]),
+            "per_call": (totals[1] - totals[0]) / span,
+            "guard_alone_per_call": (alone[1] - alone[0]) / span,
             **{f"total_{calls}": float(total) for calls, total in zip(counts, totals, strict=True)},
         }
     return measured
+
+
+def _callgrind(out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + str(out)]
 
 
 def _callgrind_total(path: Path) -> int:
@@ -370,9 +402,10 @@ def report_instructions(figures: dict[str, Any]) -> None:
     print("instructions of the proxy process per tools/call (callgrind, trivial server)")
     for name, measured in figures["instructions"].items():
         totals = ", ".join(
-            f"{k[6:]} calls {v:,.0f}" for k, v in measured.items() if k != "per_call"
+            f"{k[6:]} calls {v:,.0f}" for k, v in measured.items() if k.startswith("total_")
         )
         print(f"{name:<10} {measured['per_call']:>12,.0f} per call   ({totals})")
+        print(f"{'':<10} {measured['guard_alone_per_call']:>12,.0f} of them the guard's (alone)")
 
 
 def measure(server: Server, peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:

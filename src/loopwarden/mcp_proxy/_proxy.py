@@ -95,7 +95,7 @@ def _encode(message: dict[str, Any]) -> bytes:
 def _parse(line: bytes) -> Any:
     """``json.loads(line)``, or None when the line is not JSON.
 
-    Computed by orjson (several times faster) when it gives the same value: it refuses with an
+    Computed by orjson (faster) when it gives the same value: it refuses with an
     error what the standard library reads beyond JSON (NaN, Infinity, lone surrogates, a byte
     order mark), which then goes to the standard library, and it differs silently only on
     integers beyond 64 bits, so a line with 19 digits in a row goes there too.
