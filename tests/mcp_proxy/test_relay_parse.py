@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from loopwarden.mcp_proxy._downstream import CHUNK
 from loopwarden.mcp_proxy._proxy import _parse
 
 # Where orjson and the standard library part: orjson refuses these (NaN, Infinity, an overflowing
@@ -29,6 +30,9 @@ EDGES = [
     b"not json",
     b'{"id":9} trailing',
     b"\xff\xfe{}",
+    # Large messages are checked in slices: a 19-digit integer across a slice boundary counts.
+    b'{"id":10,"result":{"text":"' + b"x" * (CHUNK - 40) + b'","n":-92233720368547758090}}',
+    b'{"id":11,"result":{"text":"' + b"x" * (3 * CHUNK) + b'","n":-9223372036854775808}}',
 ]
 
 
