@@ -31,6 +31,14 @@ profile); every call has different arguments, so the guard checks each call and 
 (interleaved: a noisy moment hits all cases alike). The table gives p50/p99 of the round-trip
 time and the added p50/p99 against direct (the difference of the percentiles).
 
+**Instructions** (``--instructions 200,600``, Linux with valgrind). The proxy's CPU work per
+``tools/call``, the same whatever the machine's load: the proxy (and the baseline) in front of
+the trivial server, run under callgrind for each number of calls; the difference of the
+instruction counts divided by the difference of the calls is the cost of one call, start-up
+cancelled out. Beside each, the same count for the guard alone: the proxy's ``CallGuard``
+checking and recording the same calls in one process, with no pipes and no relay. Give the
+real interpreter, not a pyenv shim, to run it: callgrind counts the process it starts.
+
 **Large results** (``--sizes``, the ``python`` server only). The ``blob`` tool returns that
 many MB of text. For each size every case is timed ``--large-repeats`` times, interleaved; the
 table gives the median wall time from request to the last byte of the answer, the ratio to
@@ -79,6 +87,27 @@ for line in sys.stdin.buffer:
     out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode())
     out.write(b"\n")
     out.flush()
+"""
+
+
+# The guard's part of a call through the proxy, alone: CallGuard.before and .after, as the
+# relay calls them, for calls like the trivial server's (the proxy's default profile).
+GUARD_ALONE = r"""
+import asyncio, sys
+from loopwarden.core.config import resolve_config
+from loopwarden.guard import LoopGuard
+from loopwarden.mcp_proxy._guarding import CallGuard, outcome_of
+
+async def main(calls):
+    guard = CallGuard(LoopGuard(resolve_config({"profile": "recommended"})), "bench")
+    for n in range(calls):
+        params = {"name": "echo", "arguments": {"text": f"call {n}"}}
+        _, call, _ = await guard.before(str(n), params)
+        result = {"content": [{"type": "text", "text": f"call {n}"}], "isError": False}
+        value, error = outcome_of(result)
+        await guard.after(call, result=value, error=error)
+
+asyncio.run(main(int(sys.argv[1])))
 """
 
 
@@ -181,11 +210,11 @@ class Peer:
                 return int(line.split()[1]) * 1024 / MB
         return float("nan")
 
-    def close(self) -> None:
+    def close(self, timeout: float = 15) -> None:
         stdin, _ = self._pipes()
         stdin.close()
         try:
-            self.proc.wait(timeout=15)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -275,6 +304,11 @@ def main() -> None:
     parser.add_argument(
         "--sdk-client", action="store_true", help="large results via the SDK client too"
     )
+    parser.add_argument(
+        "--instructions",
+        default="",
+        help="two call counts, e.g. 200,600: instructions per call under callgrind, no latency",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
 
@@ -288,6 +322,17 @@ def main() -> None:
         base_src = baseline_source(args.baseline_ref, Path(tmp) / "baseline")
         plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         proxy_env = {**plain, "PYTHONPATH": str(ROOT / "src")}
+        if args.instructions:
+            envs = {"proxy": proxy_env}
+            if base_src is not None:
+                envs["baseline"] = {**plain, "PYTHONPATH": str(base_src)}
+            counts = [int(n) for n in args.instructions.split(",")]
+            figures["instructions"] = instructions(envs, counts, Path(tmp))
+            report_instructions(figures)
+            if args.json:
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps(figures, indent=2) + "\n")
+            return
         for server in servers(args.servers.split(","), Path(tmp)):
             proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *server.argv]
             argvs = {"direct": (server.argv, plain), "proxy": (proxy, proxy_env)}
@@ -308,6 +353,59 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def instructions(
+    envs: dict[str, dict[str, str]], counts: list[int], scratch: Path
+) -> dict[str, dict[str, float]]:
+    """Instructions of the proxy process per ``tools/call`` (trivial server), for each case."""
+    if len(counts) != 2 or counts[0] >= counts[1]:
+        raise SystemExit("--instructions takes two call counts, the smaller first, e.g. 200,600")
+    server = [sys.executable, "-c", TRIVIAL]
+    measured: dict[str, dict[str, float]] = {}
+    for name, env in envs.items():
+        totals = []
+        alone = []
+        for calls in counts:
+            out = scratch / f"callgrind.{name}.{calls}"
+            proxy = [sys.executable, "-m", "loopwarden", "mcp-proxy", "--", *server]
+            peer = start(name, [*_callgrind(out), *proxy], env)
+            for n in range(calls):
+                peer.request("tools/call", _echo("text")(n))
+            peer.close(timeout=600)
+            totals.append(_callgrind_total(out))
+            out = scratch / f"callgrind.{name}.guard.{calls}"
+            guard = [*_callgrind(out), sys.executable, "-c", GUARD_ALONE, str(calls)]
+            subprocess.run(guard, env=env, check=True, capture_output=True)
+            alone.append(_callgrind_total(out))
+        span = counts[1] - counts[0]
+        measured[name] = {
+            "per_call": (totals[1] - totals[0]) / span,
+            "guard_alone_per_call": (alone[1] - alone[0]) / span,
+            **{f"total_{calls}": float(total) for calls, total in zip(counts, totals, strict=True)},
+        }
+    return measured
+
+
+def _callgrind(out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + str(out)]
+
+
+def _callgrind_total(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"{path}: no instruction total (did valgrind run?)")
+
+
+def report_instructions(figures: dict[str, Any]) -> None:
+    print("instructions of the proxy process per tools/call (callgrind, trivial server)")
+    for name, measured in figures["instructions"].items():
+        totals = ", ".join(
+            f"{k[6:]} calls {v:,.0f}" for k, v in measured.items() if k.startswith("total_")
+        )
+        print(f"{name:<10} {measured['per_call']:>12,.0f} per call   ({totals})")
+        print(f"{'':<10} {measured['guard_alone_per_call']:>12,.0f} of them the guard's (alone)")
 
 
 def measure(server: Server, peers: list[Peer], args: argparse.Namespace) -> dict[str, Any]:

@@ -484,6 +484,27 @@ def test_downstream_hang_times_out_with_a_clear_error(counter: Path, tmp_path: P
     assert "not valid JSON-RPC" not in log and "ERROR" not in log, log
 
 
+def test_a_request_times_out_at_its_own_deadline_after_others_were_answered(
+    counter: Path,
+) -> None:
+    """One timer watches every request in flight: a request forwarded after others were
+    answered in time still times out at its own deadline, neither sooner nor never."""
+
+    async def body() -> None:
+        async with connect(proxy_argv("--call-timeout=1"), env_for(counter)) as session:
+            assert texts(await session.call_tool("echo", {"text": "first"})) == ["first"]
+            await anyio.sleep(0.6)  # the first call's deadline passes while the next one hangs
+            started = time.monotonic()
+            with anyio.fail_after(10):
+                hung = await session.call_tool("hang", {})
+            waited = time.monotonic() - started
+            assert hung.isError and "did not answer within 1 s" in texts(hung)[0]
+            assert waited >= 0.95, waited
+            assert texts(await session.call_tool("echo", {"text": "after"})) == ["after"]
+
+    run(body)
+
+
 def test_server_that_exits_at_once_gives_its_status_and_stderr(counter: Path) -> None:
     script = "import sys; sys.stderr.write('fatal: no API key in MCP_DEMO_KEY\\n'); sys.exit(4)"
     proc = subprocess.Popen(

@@ -43,6 +43,7 @@ _OWN_GROUP: dict[str, Any] = (
     {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
 )
 
+_PAUSE_AT = 2 * CHUNK  # bytes waiting in whole lines before reading pauses (as a StreamReader)
 _STDERR_TAIL = 10  # lines of the server's stderr kept to explain an exit
 _STDERR_LINE = 300  # characters kept per stderr line
 
@@ -105,35 +106,87 @@ class Link(Protocol):
 
 
 class LineReader:
-    """Newline-delimited messages from a byte stream, read in chunks.
+    """Newline-delimited messages from a byte stream, split as its bytes arrive.
 
-    Why not ``StreamReader.readline``: its limit must exceed the largest message, and a
-    stream buffer that large stops applying backpressure. Here the stream keeps a small
-    buffer; only the message being assembled grows, once, with one join at its end.
+    A protocol feeds it (``feed_data``, ``feed_eof``, ``set_exception``, as it would a
+    ``StreamReader``), and the relay takes whole lines with :meth:`next`. Why not a
+    ``StreamReader``: ``readline``'s limit must exceed the largest message, and a stream buffer
+    that large stops applying backpressure; ``read`` copies each chunk into its buffer and out
+    again, through several calls per message. Here a chunk is split where it lands; only the
+    message being assembled grows, once, with one join at its end. Reading pauses while more
+    than 2 MiB wait in whole lines the relay has not taken, never while it waits for the rest
+    of a line.
 
     Nothing is passed on before a line is whole: a server that dies while writing a large
     answer leaves a piece, returned at the end of the stream like a last line without its
     newline, which the relay forwards only if it parses as a message (a piece never does).
     """
 
-    def __init__(self, stream: asyncio.StreamReader) -> None:
-        self._stream = stream
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
         self._parts: list[bytes] = []
         self._ready: deque[bytes] = deque()
+        self._held = 0  # bytes in _parts and _ready
+        self._waiter: asyncio.Future[None] | None = None
+        self._eof = False
+        self._exception: BaseException | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._paused = False
+
+    def set_transport(self, transport: asyncio.ReadTransport) -> None:
+        """The transport to pause while too much waits (none for a thread's feed)."""
+        self._transport = transport
+
+    def feed_data(self, chunk: bytes) -> None:
+        """Take the bytes that arrived."""
+        self._held += len(chunk)
+        self._split(chunk)
+        if not self._ready:
+            return
+        self._wake()
+        if self._held > _PAUSE_AT and self._transport is not None and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def feed_eof(self) -> None:
+        """The stream has ended."""
+        self._eof = True
+        self._wake()
+
+    def set_exception(self, exc: BaseException) -> None:
+        """The stream failed: :meth:`next` raises ``exc`` once the whole lines are taken."""
+        self._exception = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def next(self) -> bytes | None:
         """The next non-blank line without its newline; None at the end of the stream."""
         ready = self._ready
         while not ready:
-            chunk = await self._stream.read(CHUNK)
-            if not chunk:
+            if self._exception is not None:
+                raise self._exception
+            if self._eof:
                 return self._tail()
-            self._split(chunk)
-        return ready.popleft()
+            self._waiter = self._loop.create_future()
+            await self._waiter
+        line = ready.popleft()
+        self._held -= len(line) + 1
+        if self._paused and not ready:
+            self._paused = False
+            if self._transport is not None:
+                self._transport.resume_reading()
+        return line
 
     def _tail(self) -> bytes | None:
         tail = b"".join(self._parts)
         self._parts.clear()
+        self._held = 0
         return tail if tail and not tail.isspace() else None
 
     def _split(self, chunk: bytes) -> None:
@@ -151,10 +204,72 @@ class LineReader:
             # isspace() stops at the first JSON byte: no copy of a large line.
             if line and not line.isspace():
                 ready.append(line)
+            else:
+                self._held -= len(line) + 1
             start = end + 1
             end = chunk.find(b"\n", start)
         if start < len(chunk):
             parts.append(chunk[start:] if start else chunk)
+
+
+class LineProtocol(asyncio.Protocol):
+    """Feeds a read pipe's bytes to a :class:`LineReader`."""
+
+    def __init__(self, lines: LineReader) -> None:
+        self._lines = lines
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Reading may be paused on this transport."""
+        if isinstance(transport, asyncio.ReadTransport):
+            self._lines.set_transport(transport)
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes arrived."""
+        self._lines.feed_data(data)
+
+    def eof_received(self) -> None:
+        """The writer closed its end."""
+        self._lines.feed_eof()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The pipe is closed (after an error, ``exc``)."""
+        if exc is None:
+            self._lines.feed_eof()
+        else:
+            self._lines.set_exception(exc)
+
+
+class _ServerProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The server process's protocol: its stdout goes to a :class:`LineReader`, the rest as
+    ``asyncio.create_subprocess_exec`` has it (stdin a ``StreamWriter``, stderr a reader)."""
+
+    def __init__(self, lines: LineReader, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=CHUNK, loop=loop)
+        self.lines = lines
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """As the base class; reading the server's stdout may be paused."""
+        super().connection_made(transport)
+        if isinstance(transport, asyncio.SubprocessTransport):
+            stdout = transport.get_pipe_transport(1)
+            if isinstance(stdout, asyncio.ReadTransport):
+                self.lines.set_transport(stdout)
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        """The server's stdout to the lines; its stderr as the base class has it."""
+        if fd == 1 and isinstance(data, bytes):
+            self.lines.feed_data(data)
+        else:
+            super().pipe_data_received(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        """As the base class (which closes the transport once every pipe is closed)."""
+        if fd == 1:
+            if exc is None:
+                self.lines.feed_eof()
+            else:
+                self.lines.set_exception(exc)
+        super().pipe_connection_lost(fd, exc)
 
 
 class StdioLink:
@@ -162,12 +277,14 @@ class StdioLink:
 
     carries_batches = True
 
-    def __init__(self, spec: DownstreamSpec, process: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, spec: DownstreamSpec, process: asyncio.subprocess.Process, lines: LineReader
+    ) -> None:
         self.spec = spec
         self._process = process
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None
         self._stdin = process.stdin
-        self._lines = LineReader(process.stdout)
+        self._lines = lines
         self._tail: deque[str] = deque(maxlen=_STDERR_TAIL)
         self._stderr_task = asyncio.ensure_future(self._relay_stderr())
         self._closed = False
@@ -179,14 +296,18 @@ class StdioLink:
         try:
             # The child inherits the proxy's environment: users put API keys in the client's
             # "env" block, and the wrapped server is the one that needs them.
-            process = await asyncio.create_subprocess_exec(
+            # asyncio.create_subprocess_exec, with the server's stdout read into lines.
+            loop = asyncio.get_running_loop()
+            lines = LineReader(loop)
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ServerProtocol(lines, loop),
                 *spec.command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                limit=CHUNK,
                 **_OWN_GROUP,
             )
+            process = asyncio.subprocess.Process(transport, protocol, loop)
         except FileNotFoundError as exc:
             raise DownstreamUnavailable(
                 f"could not start the MCP server {spec.describe()!r}: command not found "
@@ -196,12 +317,12 @@ class StdioLink:
             raise DownstreamUnavailable(
                 f"could not start the MCP server {spec.describe()!r}: {exc.strerror or exc}"
             ) from None
-        for pipe in (process.stdin, process.stdout):
-            transport = getattr(pipe, "transport", None) or getattr(pipe, "_transport", None)
-            info = transport.get_extra_info("pipe") if transport is not None else None
+        for fd in (0, 1):
+            pipe = transport.get_pipe_transport(fd)
+            info = pipe.get_extra_info("pipe") if pipe is not None else None
             if info is not None:
                 widen_pipe(info.fileno())
-        return cls(spec, process)
+        return cls(spec, process, lines)
 
     @property
     def pid(self) -> int:
