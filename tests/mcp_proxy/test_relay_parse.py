@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from loopwarden._exact_json import _SLICE, has_digit_run
 from loopwarden.mcp_proxy._downstream import CHUNK
 from loopwarden.mcp_proxy._proxy import _parse
 
@@ -33,6 +34,10 @@ EDGES = [
     # Large messages are checked in slices: a 19-digit integer across a slice boundary counts.
     b'{"id":10,"result":{"text":"' + b"x" * (CHUNK - 40) + b'","n":-92233720368547758090}}',
     b'{"id":11,"result":{"text":"' + b"x" * (3 * CHUNK) + b'","n":-9223372036854775808}}',
+    # Dense in numbers (more than one value per 16 bytes): the text is scanned instead, in
+    # slices, with the big integer across the first slice boundary.
+    b'{"id":12,"result":[' + b"1," * (CHUNK // 2 - 20) + b'92233720368547758090,1]}',
+    b'{"id":13,"result":[' + b"1," * (CHUNK // 2 + 200) + b"9223372036854775807]}",
 ]
 
 
@@ -59,3 +64,12 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("line", EDGES, ids=range(len(EDGES)))
 def test_relay_reads_a_message_as_the_standard_library_does(line: bytes) -> None:
     assert _same(_parse(line), _standard(line))
+
+
+@pytest.mark.parametrize("at", [0, 1, _SLICE - 19, _SLICE - 10, _SLICE - 1, _SLICE, 2 * _SLICE - 5])
+def test_a_digit_run_is_found_wherever_it_lies(at: int) -> None:
+    data = bytearray(b"x" * (3 * _SLICE))
+    data[at : at + 19] = b"1" * 19
+    assert has_digit_run(bytes(data))
+    data[at + 9] = ord(",")
+    assert not has_digit_run(bytes(data))

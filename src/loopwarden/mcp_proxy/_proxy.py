@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from loopwarden._exact_json import NO_VALUE, fast_loads
 from loopwarden.guard import LoopGuard
 from loopwarden.mcp_proxy._downstream import (
     CHUNK,
@@ -93,50 +94,15 @@ def _encode(message: dict[str, Any]) -> bytes:
 
 
 def _parse(line: bytes) -> Any:
-    """``json.loads(line)``, or None when the line is not JSON.
-
-    Computed by orjson (faster) when it gives the same value: it refuses with an
-    error what the standard library reads beyond JSON (NaN, Infinity, lone surrogates, a byte
-    order mark), which then goes to the standard library, and it differs silently only on
-    integers beyond 64 bits, so a line with 19 digits in a row goes there too.
-    """
-    if _orjson_loads is not None:
-        try:
-            value = _orjson_loads(line)
-        except ValueError:
-            pass
-        else:
-            if not _has_long_int(line):
-                return value
+    """``json.loads(line)``, or None when the line is not JSON (computed by orjson when that
+    gives the same value)."""
+    value = fast_loads(line)
+    if value is not NO_VALUE:
+        return value
     try:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None
-
-
-_orjson_loads: Callable[[bytes], Any] | None
-try:
-    from orjson import loads as _orjson_loads
-except ImportError:  # not on every Python implementation
-    _orjson_loads = None
-_LONG_INT = b"0" * 19
-_DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))  # digits to "0"
-
-
-def _has_long_int(line: bytes) -> bool:
-    """Whether 19 digits follow each other somewhere in ``line`` (C speed, about 1 ns a byte).
-
-    Why in slices: a translated copy of a whole large answer would double what it costs in
-    memory for a moment; a slice overlaps the next by 18 bytes, so no run is cut in two.
-    """
-    step = CHUNK
-    if len(line) <= step:
-        return _LONG_INT in line.translate(_DIGITS)
-    overlap = len(_LONG_INT) - 1
-    return any(
-        _LONG_INT in line[start : start + step + overlap].translate(_DIGITS)
-        for start in range(0, len(line), step)
-    )
 
 
 _DECODER = json.JSONDecoder()

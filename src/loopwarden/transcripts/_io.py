@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import importlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
+from loopwarden._exact_json import FAST, NO_VALUE, fast_loads
 from loopwarden.transcripts.model import TranscriptError, Usage
 
 MAX_LINE_CHARS = 64 * 1024 * 1024
@@ -108,26 +108,9 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise TranscriptError(str(path), f"cannot read: {exc}", lineno + 1) from exc
 
 
-def _stdlib_loads(raw: str | bytes) -> Any:
-    return json.loads(raw)
-
-
-def _fast_loads() -> Callable[[str | bytes], Any]:
-    """orjson's parser when the ``fast`` extra is installed (about 4x faster), else the stdlib."""
-    try:
-        orjson = importlib.import_module("orjson")
-    except ImportError:
-        return _stdlib_loads
-    loads: Callable[[str | bytes], Any] = orjson.loads
-    return loads
-
-
-_loads = _fast_loads()
-
-
 def _parse_line(path: Path, lineno: int, raw: str) -> dict[str, Any]:
-    value = _fast_exact(raw)
-    if value is _NO_VALUE:  # orjson refuses NaN/Infinity, lone surrogates; reads big ints apart
+    value = fast_loads(raw)
+    if value is NO_VALUE:  # orjson refuses NaN/Infinity, lone surrogates; reads big ints apart
         value = _stdlib_parse(path, lineno, raw)
     if not isinstance(value, dict):
         raise TranscriptError(
@@ -155,9 +138,9 @@ def load_json(path: Path) -> Any:
     orjson would read differently) goes through the standard library, whose value or error is
     the one reported.
     """
-    if _loads is not _stdlib_loads:  # json.loads would read bytes otherwise than text (BOM...)
+    if FAST:  # else reading the bytes first would be for nothing
         value = _fast_load(path)
-        if value is not _NO_VALUE:
+        if value is not NO_VALUE:
             return value
     try:
         with open_text(path) as handle:
@@ -173,68 +156,15 @@ def _fast_load(path: Path) -> Any:
         with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
             raw = handle.read()
     except (OSError, EOFError):
-        return _NO_VALUE  # reported by the standard library's read
-    return _fast_exact(raw)
-
-
-_NO_VALUE: Any = object()
-# orjson reads an integer beyond 64 bits as a float where the standard library keeps the int.
-# Every such float is a whole number of magnitude 2**63 or more (smaller integers stay ints), so
-# a value without one is the standard library's value; a value with one (or a float literal
-# such as 1e20, which reads the same either way) is left to the standard library.
-_BIG = float(2**63)
-# Looking at every number costs about 30 ns a value; a text with more values than one per
-# 16 bytes is checked for 19 digits in a row instead (mapping digits to "0" and everything else
-# to " ", C speed, about 2 ns a byte): the cheaper of the two.
-_BYTES_PER_VALUE = 16
-_DIGIT_RUN = b"0" * 19
-_DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
-
-
-def _fast_exact(raw: str | bytes) -> Any:
-    """orjson's value of ``raw`` when it is the standard library's, else :data:`_NO_VALUE`.
-
-    orjson refuses what the standard library accepts beyond JSON (NaN, Infinity, lone
-    surrogates) with an error, and differs silently only on integers beyond 64 bits.
-    """
-    try:
-        value = _loads(raw)
-    except ValueError:
-        return _NO_VALUE
-    found = _big_float(value, len(raw) // _BYTES_PER_VALUE)
-    if found is None:  # too many values to look at: look at the text
-        data = raw.encode() if isinstance(raw, str) else raw  # orjson took it: valid UTF-8
-        found = _DIGIT_RUN in data.translate(_DIGITS)
-    return _NO_VALUE if found else value
-
-
-def _big_float(value: Any, budget: int) -> bool | None:
-    """Whether ``value`` holds a whole float of magnitude 2**63 or more; None when it holds
-    more than ``budget`` values (the caller then checks the text)."""
-    if type(value) is float:
-        return value.is_integer() and abs(value) >= _BIG
-    if type(value) is not dict and type(value) is not list:
-        return False
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        budget -= len(item)
-        if budget < 0:
-            return None
-        for each in item.values() if type(item) is dict else item:
-            kind = type(each)
-            if kind is dict or kind is list:
-                stack.append(each)
-            elif kind is float and each.is_integer() and abs(each) >= _BIG:
-                return True
-    return False
+        return NO_VALUE  # reported by the standard library's read
+    return fast_loads(raw)
 
 
 def loads_exact(raw: str) -> Any:
     """``json.loads(raw)``, computed by orjson (the faster parser) when that gives the same value;
     raises :class:`json.JSONDecodeError` as the standard library does."""
-    value = _fast_exact(raw)
-    return json.loads(raw) if value is _NO_VALUE else value
+    value = fast_loads(raw)
+    return json.loads(raw) if value is NO_VALUE else value
 
 
 def parse_arguments(raw: Any) -> Any:
