@@ -110,6 +110,17 @@ async def _acquire(lock: threading.Lock | threading.RLock) -> None:
         delay = min(0.001, delay * 2 or 0.00005)
 
 
+class _Entry:
+    """A session of a :class:`MemoryStore`, its lock, and when it was last used."""
+
+    __slots__ = ("lock", "session", "used")
+
+    def __init__(self, session: GuardSession, used: float) -> None:
+        self.session = session
+        self.lock = threading.RLock()
+        self.used = used
+
+
 class MemoryStore:
     """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest.
 
@@ -133,35 +144,42 @@ class MemoryStore:
         self._max = max_sessions
         self._clock = clock
         self._lock = threading.Lock()
-        # key -> (session, its lock, last use); insertion order is least-recently-used first.
-        self._entries: OrderedDict[str, tuple[GuardSession, threading.RLock, float]] = OrderedDict()
+        # key -> its entry; insertion order is least-recently-used first.
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
 
     def _evict(self, now: float) -> None:
         if self._ttl is not None:
             while self._entries:
-                key, (_, _, used) = next(iter(self._entries.items()))
-                if now - used <= self._ttl:
+                key, entry = next(iter(self._entries.items()))
+                if now - entry.used <= self._ttl:
                     break
                 del self._entries[key]
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
 
-    def _checkout(self, key: str) -> tuple[GuardSession, threading.RLock]:
-        """The session and its lock, marked as just used (call with ``self._lock`` held)."""
+    def _checkout(self, key: str) -> _Entry:
+        """The session's entry, marked as just used (call with ``self._lock`` held)."""
         now = self._clock()
-        entry = self._entries.pop(key, None)
+        entries = self._entries
+        entry = entries.get(key)
         if entry is None:
-            entry = (GuardSession(key), threading.RLock(), now)
-        self._entries[key] = (entry[0], entry[1], now)
-        self._evict(now)
-        return entry[0], entry[1]
+            entry = entries[key] = _Entry(GuardSession(key), now)
+            self._evict(now)
+            return entry
+        # The same session again (the common case): moved to the newest end in place, and
+        # only an expired oldest session makes eviction walk.
+        entry.used = now
+        entries.move_to_end(key)
+        if self._ttl is not None and now - next(iter(entries.values())).used > self._ttl:
+            self._evict(now)
+        return entry
 
     def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """Apply ``fn`` to the session under its own lock (other sessions run in parallel)."""
         with self._lock:
-            state, lock = self._checkout(key)
-        with lock:
-            return fn(state)
+            entry = self._checkout(key)
+        with entry.lock:
+            return fn(entry.session)
 
     async def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """``update`` on an event loop, with no thread and no blocking wait.
@@ -171,12 +189,13 @@ class MemoryStore:
         """
         await _acquire(self._lock)
         try:
-            state, lock = self._checkout(key)
+            entry = self._checkout(key)
         finally:
             self._lock.release()
+        lock = entry.lock
         await _acquire(lock)
         try:
-            return fn(state)
+            return fn(entry.session)
         finally:
             lock.release()
 
@@ -197,9 +216,9 @@ class MemoryStore:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if self._ttl is not None and self._clock() - entry[2] > self._ttl:
+        if self._ttl is not None and self._clock() - entry.used > self._ttl:
             return None
-        return entry[0]
+        return entry.session
 
     def __len__(self) -> int:
         with self._lock:
