@@ -193,13 +193,15 @@ class LoopGuard:
 
     def _sync_update(self) -> Callable[[str, Callable[[GuardSession], _T]], _T]:
         """The store's sync update; ``TypeError`` (a caller's bug, raised) if it has none."""
-        if not hasattr(self.store, "update"):
+        update: Callable[[str, Callable[[GuardSession], _T]], _T] | None = getattr(
+            self.store, "update", None
+        )
+        if update is None:
             raise TypeError(
                 f"{self.store!r} is async-only: call the guard's async methods "
                 "(abefore_tool_call, aafter_tool_call, ...) or give LoopGuard a sync store"
             )
-        store: SessionStore = self.store  # type: ignore[assignment]  # it has update()
-        return store.update
+        return update
 
     async def _aupdate(self, session: str, fn: Callable[[GuardSession], _T]) -> _T:
         """One atomic update through an async store, or a sync one in a worker thread."""
@@ -231,7 +233,12 @@ class LoopGuard:
             _log_failure(exc, what)
             return None
 
-    def _decide(self, session: str, step: Step, what: str, *, may_block: bool = False) -> Decision:
+    def _decide(self, session: str, step: Step, what: tuple[str, str], may_block: bool) -> Decision:
+        """Run a call's step in one store update, then log and deliver its events.
+
+        ``what`` (the method, the tool) names the call in the log when the update fails: the
+        text is built only then.
+        """
         update = self._sync_update()
         try:
             decision, events = update(session, step)
@@ -244,7 +251,7 @@ class LoopGuard:
         return decision
 
     async def _adecide(
-        self, session: str, step: Step, what: str, *, may_block: bool = False
+        self, session: str, step: Step, what: tuple[str, str], may_block: bool
     ) -> Decision:
         try:
             decision, events = await self._aupdate(session, step)
@@ -274,7 +281,7 @@ class LoopGuard:
         ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
         """
         step = self._before_step(tool, params, run_id, tool_call_id, batch)
-        return self._decide(session, step, f"before {tool}", may_block=True)
+        return self._decide(session, step, ("before", tool), True)
 
     async def abefore_tool_call(
         self,
@@ -288,7 +295,7 @@ class LoopGuard:
     ) -> Decision:
         """:meth:`before_tool_call` for an event loop: the same decision, awaited from the store."""
         step = self._before_step(tool, params, run_id, tool_call_id, batch)
-        return await self._adecide(session, step, f"before {tool}", may_block=True)
+        return await self._adecide(session, step, ("before", tool), True)
 
     def _before_step(
         self,
@@ -365,7 +372,7 @@ class LoopGuard:
         count of calls in flight alone).
         """
         step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
-        return self._decide(session, step, f"after {tool}")
+        return self._decide(session, step, ("after", tool), False)
 
     async def aafter_tool_call(
         self,
@@ -382,7 +389,7 @@ class LoopGuard:
     ) -> Decision:
         """:meth:`after_tool_call` for an event loop."""
         step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
-        return await self._adecide(session, step, f"after {tool}")
+        return await self._adecide(session, step, ("after", tool), False)
 
     def _after_step(
         self,
@@ -537,9 +544,9 @@ def _log_failure(exc: Exception, what: str) -> None:
         logger.error("loop accounting failed (%s); the tool call proceeds", what, exc_info=exc)
 
 
-def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
+def _failed(exc: Exception, what: tuple[str, str], may_block: bool) -> Decision:
     """The decision when the store failed: allow, or refuse under ``on_store_error='block'``."""
-    _log_failure(exc, what)
+    _log_failure(exc, " ".join(what))
     if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
         return STORE_UNAVAILABLE
     return ALLOW
