@@ -1,9 +1,10 @@
 """``LoopGuard``: the facade an agent runtime calls around every tool call.
 
-The guard is a thin shell: it takes one session's state from the store, asks the pure core
-(``detect``, ``record_call``, ``record_outcome``, ``PostCompactionGuard``) what to do, turns the
-answer into a :class:`Decision`, and delivers events after the session is released. Its own
-bookkeeping errors are logged and swallowed: the guard never breaks a tool call.
+The guard is a thin shell: it binds the core's step (:mod:`loopwarden.core.step`: detection,
+the decision, warning de-duplication, block and stop accounting, the post-compaction guard) to
+the call, runs it in one atomic update of the session in its store, then logs the step's events
+and delivers them to subscribers after the session is released. Its own bookkeeping errors are
+logged and swallowed: the guard never breaks a tool call.
 """
 
 from __future__ import annotations
