@@ -9,11 +9,11 @@ logged and swallowed: the guard never breaks a tool call.
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -281,7 +281,8 @@ class LoopGuard:
         counts as a repeat, and blocks within one batch count as one toward
         ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
         """
-        step = self._before_step(tool, params, run_id, tool_call_id, batch)
+        # The core's step bound to this call (a partial: no closure, no frame of its own).
+        step = partial(before_step, self._judge, tool, params, run_id, tool_call_id, batch)
         return self._decide(session, step, ("before", tool), True)
 
     async def abefore_tool_call(
@@ -295,21 +296,9 @@ class LoopGuard:
         batch: str | None = None,
     ) -> Decision:
         """:meth:`before_tool_call` for an event loop: the same decision, awaited from the store."""
-        step = self._before_step(tool, params, run_id, tool_call_id, batch)
+        # The core's step bound to this call (a partial: no closure, no frame of its own).
+        step = partial(before_step, self._judge, tool, params, run_id, tool_call_id, batch)
         return await self._adecide(session, step, ("before", tool), True)
-
-    def _before_step(
-        self,
-        tool: str,
-        params: Any,
-        run_id: str | None,
-        tool_call_id: str | None,
-        batch: str | None,
-    ) -> Step:
-        # A partial of the core's step (no closure): the store calls it with the session.
-        return functools.partial(
-            before_step, self._judge, tool, params, run_id, tool_call_id, batch
-        )
 
     @property
     def config(self) -> ResolvedConfig:
@@ -372,7 +361,8 @@ class LoopGuard:
         decided in, when known (an outcome of an older batch then leaves the current one's
         count of calls in flight alone).
         """
-        step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
+        outcome = (result, error, failed)
+        step = partial(after_step, self._judge, tool, params, outcome, run_id, tool_call_id, batch)
         return self._decide(session, step, ("after", tool), False)
 
     async def aafter_tool_call(
@@ -389,22 +379,9 @@ class LoopGuard:
         batch: str | None = None,
     ) -> Decision:
         """:meth:`after_tool_call` for an event loop."""
-        step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
+        outcome = (result, error, failed)
+        step = partial(after_step, self._judge, tool, params, outcome, run_id, tool_call_id, batch)
         return await self._adecide(session, step, ("after", tool), False)
-
-    def _after_step(
-        self,
-        tool: str,
-        params: Any,
-        outcome: tuple[Any, Any, bool | None],
-        run_id: str | None,
-        tool_call_id: str | None,
-        batch: str | None,
-    ) -> Step:
-        judge = self._judge
-        return functools.partial(
-            after_step, judge, tool, params, outcome, run_id, tool_call_id, batch
-        )
 
     # -- runs and compaction ---------------------------------------------------------------
 
