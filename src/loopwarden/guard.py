@@ -240,7 +240,9 @@ class LoopGuard:
         ``what`` (the method, the tool) names the call in the log when the update fails: the
         text is built only then.
         """
-        update = self._sync_update()
+        update = getattr(self.store, "update", None)
+        if update is None:
+            update = self._sync_update()  # raises the TypeError that says what to do
         try:
             decision, events = update(session, step)
         except Exception as exc:
