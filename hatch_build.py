@@ -37,6 +37,10 @@ COMPILED = [
     "src/loopwarden/core/detectors.py",
     "src/loopwarden/core/history.py",
     "src/loopwarden/core/outcome.py",
+    # The guard's decision about each call: compiled, the shell's share of a call runs native
+    # too (docs/performance.md, the layers). core/session.py is not: its classes stay plain
+    # Python objects (a compiled class has no __dict__, and Python classes cannot subclass it).
+    "src/loopwarden/core/step.py",
     "src/loopwarden/core/tool_call.py",
     # Walks every result of the recommended profile; compiled, its walk and gates cost about 15 %
     # less (docs/performance.md). Its regular expressions run in C in both builds.

@@ -1,29 +1,25 @@
 """``LoopGuard``: the facade an agent runtime calls around every tool call.
 
-The guard is a thin shell: it takes one session's state from the store, asks the pure core
-(``detect``, ``record_call``, ``record_outcome``, ``PostCompactionGuard``) what to do, turns the
-answer into a :class:`Decision`, and delivers events after the session is released. Its own
-bookkeeping errors are logged and swallowed: the guard never breaks a tool call.
+The guard is a thin shell: it binds the core's step (:mod:`loopwarden.core.step`: detection,
+the decision, warning de-duplication, block and stop accounting, the post-compaction guard) to
+the call, runs it in one atomic update of the session in its store, then logs the step's events
+and delivers them to subscribers after the session is released. Its own bookkeeping errors are
+logged and swallowed: the guard never breaks a tool call.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden.core._lazylog import get_logger
 from loopwarden.core.canonical import UNDEFINED
-from loopwarden.core.compaction import (
-    CompactionLoopPersistedError,
-    CompactionVerdict,
-    PostCompactionGuard,
-)
+from loopwarden.core.compaction import PostCompactionGuard
 from loopwarden.core.config import (
     ZERO_CONFIG_PROFILE,
     ResolvedConfig,
@@ -32,90 +28,48 @@ from loopwarden.core.config import (
     load_config,
     resolve_config,
 )
-from loopwarden.core.detectors import NOT_STUCK, Verdict, detect, is_known_poll
-from loopwarden.core.errors import LoopStoppedError
-from loopwarden.core.history import (
-    call_signature,
-    normalize_run_id,
-    recent_run_records,
-    record_call,
-    record_outcome,
-    record_veto,
+from loopwarden.core.events import LoopEvent
+from loopwarden.core.history import normalize_run_id
+from loopwarden.core.session import GuardSession, RunRecord
+from loopwarden.core.step import (
+    ALLOW,
+    WITHHELD_NAME,
+    Decision,
+    DecisionAction,
+    Judge,
+    after_step,
+    before_step,
+    blocked_result,
+    is_poll_call,
+    record_message,
 )
-from loopwarden.core.in_flight import presume, withdraw
-from loopwarden.core.patterns import (
-    LAST_CHANCE_PREFIX,
-    SAME_OUTCOME_NAMED,
-    as_stop_message,
-    blocked_streak,
-    comparable_outcome,
-    extra_verdicts,
-    is_failure,
-    next_call_streak,
-    next_error_streak,
-    next_outcome_streak,
-    presumed_outcome_streak,
-    scan_limit,
-    stretch_key,
-    strongest,
-)
-from loopwarden.core.tool_call import ToolCallRecord
-from loopwarden.core.volatile import VolatileNormalizer
-from loopwarden.events import Action, EventType, LoopEvent
-from loopwarden.store import (
-    AsyncSessionStore,
-    GuardSession,
-    InFlight,
-    MemoryStore,
-    RunRecord,
-    SessionStore,
-)
+from loopwarden.store import AsyncSessionStore, MemoryStore, SessionStore
 from loopwarden.stores import StoreUnavailableError
 
 if TYPE_CHECKING:
     from loopwarden.records import RunRecorder
 
+# The decision types and helpers live in the core (core/step.py); named here too, where the
+# adapters, hooks and applications have always imported them.
+__all__ = [
+    "ALLOW",
+    "STORE_UNAVAILABLE",
+    "WITHHELD_NAME",
+    "ConfigSource",
+    "Decision",
+    "DecisionAction",
+    "LoopGuard",
+    "blocked_result",
+    "is_poll_call",
+    "record_message",
+]
+
 logger = get_logger("loopwarden.guard")  # logging loads on first use: start-up time
 
 _T = TypeVar("_T")
-DecisionAction = Literal["allow", "warn", "block", "stop"]
 ConfigSource = Mapping[str, Any] | ResolvedConfig | str | Path | None
 # One atomic step over a session: what the caller gets back, and the events to deliver after.
 Step = Callable[[GuardSession], tuple["Decision", list[LoopEvent]]]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the runtime should do with a tool call.
-
-    ``allow`` / ``warn``: run the tool (for ``warn``, append ``message`` to its result so the
-    model sees it). ``block``: do not run it; hand ``blocked_result`` back as its (error) result.
-    ``stop``: do not run it and end the run; ``error`` is the :class:`LoopStoppedError` to raise
-    (a ``CompactionLoopPersistedError`` when a loop survived compaction), and ``blocked_result``
-    is there when the stopping call itself needs a result for the model.
-    """
-
-    action: DecisionAction
-    message: str | None = None
-    verdict: Verdict | None = None
-    blocked_result: dict[str, Any] | None = None
-    error: LoopStoppedError | None = None
-
-    @property
-    def allowed(self) -> bool:
-        """True when the tool may run (allow or warn)."""
-        return self.action in ("allow", "warn")
-
-
-ALLOW = Decision("allow")
-
-
-def blocked_result(message: str) -> dict[str, Any]:
-    """The tool result handed back to the model instead of running a blocked call (§6.1)."""
-    return {
-        "content": [{"type": "text", "text": message}],
-        "details": {"status": "blocked", "deniedReason": "tool-loop", "reason": message},
-    }
 
 
 _UNAVAILABLE_TEXT = (
@@ -124,42 +78,6 @@ _UNAVAILABLE_TEXT = (
 STORE_UNAVAILABLE = Decision(
     "block", _UNAVAILABLE_TEXT, None, blocked_result(_UNAVAILABLE_TEXT), None
 )
-
-
-_UNKNOWN_PREFIX = "CRITICAL: attempted unavailable tool "
-_UNKNOWN_SUFFIX = " times. Stop retrying that missing tool and answer without it."
-WITHHELD_NAME = "(name withheld)"
-
-
-def _action_message(message: str, action: Action) -> str:
-    """An event's message: a stop says the run was stopped, not that the call was blocked."""
-    return as_stop_message(message) if action == "stop" else message
-
-
-def record_message(verdict: Verdict | CompactionVerdict, tool: str) -> str:
-    """A verdict's message as events, logs, run records and reports carry it.
-
-    The unknown-tool message names the missing tool as the runtime's error text named it: text
-    copied out of an error, not chosen by loopwarden (``"Unknown tool: sk-..."``). Records keep
-    that name only when it is the called tool's own name (case aside), which they carry anyway
-    as ``tool_name``; any other name reads ``(name withheld)``. Every other message is built
-    from tool names and counts only and is returned as is, but the same-outcome message: the
-    excerpt of the result it names for the model is withheld. The model is not concerned: the
-    decision's message stays exactly the detector's.
-    """
-    message = str(verdict.message)
-    if verdict.detector == "same_outcome":
-        head, named, _excerpt = message.partition(SAME_OUTCOME_NAMED)
-        return f"{head}{named}(withheld)" if named else head
-    if verdict.detector != "unknown_tool_repeat":
-        return message
-    suffix = f" {verdict.count}{_UNKNOWN_SUFFIX}"
-    if message.startswith(_UNKNOWN_PREFIX) and message.endswith(suffix):
-        name = message[len(_UNKNOWN_PREFIX) : -len(suffix)]
-        if name in (tool, tool.lower()):
-            return message
-    # A name from elsewhere, or a message of another shape: nothing copied goes out.
-    return f"{_UNKNOWN_PREFIX}{WITHHELD_NAME}{suffix}"
 
 
 def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfig:
@@ -209,10 +127,10 @@ class LoopGuard:
         store: SessionStore | AsyncSessionStore | None = None,
         record_db: str | Path | bool | None = None,
     ) -> None:
-        self.config = _resolve_source(config, agent_id)  # the setter derives what it implies
-        self.agent_id = agent_id
-        self.send_tools = frozenset(send_tools)
-        self.surface_warnings = surface_warnings
+        # What every decision depends on besides the session (see the properties below).
+        self._judge = Judge(
+            _resolve_source(config, agent_id), agent_id, send_tools, surface_warnings
+        )
         # `is None`, not `or`: an empty store is falsy (it has __len__).
         self.store: SessionStore | AsyncSessionStore = (
             store
@@ -272,62 +190,19 @@ class LoopGuard:
             if len(inline) < len(subscribers):
                 await asyncio.to_thread(_call_subscriber, writer, event)
 
-    def _event(
-        self,
-        session: GuardSession,
-        run: str | None,
-        action: Action,
-        *,
-        verdict: Verdict | CompactionVerdict,
-        tool: str,
-        args_hash: str | None,
-        call_id: str | None = None,
-    ) -> LoopEvent:
-        kind: EventType
-        if isinstance(verdict, CompactionVerdict):
-            kind, level, paired = "compaction.loop_persisted", "critical", None
-        else:
-            kind, level, paired = "tool.loop", str(verdict.level), verdict.paired_tool_name
-        event = LoopEvent(
-            type=kind,
-            level=level,
-            action=action,
-            detector=str(verdict.detector),
-            count=verdict.count,
-            tool_name=tool,
-            session=session.key,
-            run_id=run,
-            agent_id=self.agent_id,
-            message=_action_message(record_message(verdict, tool), action),
-            paired_tool_name=paired,
-            args_hash=args_hash,
-            timestamp=time.time(),
-            tool_call_id=call_id,
-        )
-        session.run(run, self.agent_id).add(event)
-        log = logger.warning if action == "warn" else logger.error
-        log(
-            "loop %s: %s (%s, count %d) session=%s run=%s",
-            action,
-            tool,
-            event.detector,
-            event.count,
-            session.key,
-            run,
-        )
-        return event
-
     # -- the per-call protocol -------------------------------------------------------------
 
     def _sync_update(self) -> Callable[[str, Callable[[GuardSession], _T]], _T]:
         """The store's sync update; ``TypeError`` (a caller's bug, raised) if it has none."""
-        if not hasattr(self.store, "update"):
+        update: Callable[[str, Callable[[GuardSession], _T]], _T] | None = getattr(
+            self.store, "update", None
+        )
+        if update is None:
             raise TypeError(
                 f"{self.store!r} is async-only: call the guard's async methods "
                 "(abefore_tool_call, aafter_tool_call, ...) or give LoopGuard a sync store"
             )
-        store: SessionStore = self.store  # type: ignore[assignment]  # it has update()
-        return store.update
+        return update
 
     async def _aupdate(self, session: str, fn: Callable[[GuardSession], _T]) -> _T:
         """One atomic update through an async store, or a sync one in a worker thread."""
@@ -359,24 +234,33 @@ class LoopGuard:
             _log_failure(exc, what)
             return None
 
-    def _decide(self, session: str, step: Step, what: str, *, may_block: bool = False) -> Decision:
-        update = self._sync_update()
+    def _decide(self, session: str, step: Step, what: tuple[str, str], may_block: bool) -> Decision:
+        """Run a call's step in one store update, then log and deliver its events.
+
+        ``what`` (the method, the tool) names the call in the log when the update fails: the
+        text is built only then.
+        """
+        update = getattr(self.store, "update", None)
+        if update is None:
+            update = self._sync_update()  # raises the TypeError that says what to do
         try:
             decision, events = update(session, step)
         except Exception as exc:
             return _failed(exc, what, may_block)
         if events:  # most calls have none: no lock taken, no subscriber list copied
+            _log_events(events)
             self._deliver(events)  # outside the session update: subscribers may call the guard
             _to_telemetry(events)
         return decision
 
     async def _adecide(
-        self, session: str, step: Step, what: str, *, may_block: bool = False
+        self, session: str, step: Step, what: tuple[str, str], may_block: bool
     ) -> Decision:
         try:
             decision, events = await self._aupdate(session, step)
         except Exception as exc:
             return _failed(exc, what, may_block)
+        _log_events(events)
         await self._adeliver(events)
         _to_telemetry(events)  # on the loop, in the caller's context: its span is current
         return decision
@@ -399,8 +283,9 @@ class LoopGuard:
         counts as a repeat, and blocks within one batch count as one toward
         ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
         """
-        step = self._before_step(tool, params, run_id, tool_call_id, batch)
-        return self._decide(session, step, f"before {tool}", may_block=True)
+        # The core's step bound to this call (a partial: no closure, no frame of its own).
+        step = partial(before_step, self._judge, tool, params, run_id, tool_call_id, batch)
+        return self._decide(session, step, ("before", tool), True)
 
     async def abefore_tool_call(
         self,
@@ -413,270 +298,49 @@ class LoopGuard:
         batch: str | None = None,
     ) -> Decision:
         """:meth:`before_tool_call` for an event loop: the same decision, awaited from the store."""
-        step = self._before_step(tool, params, run_id, tool_call_id, batch)
-        return await self._adecide(session, step, f"before {tool}", may_block=True)
-
-    def _before_step(
-        self,
-        tool: str,
-        params: Any,
-        run_id: str | None,
-        tool_call_id: str | None,
-        batch: str | None,
-    ) -> Step:
-        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
-            events: list[LoopEvent] = []
-            call = (tool, params, tool_call_id, batch)
-            return self._before(state, call, run_id, events), events
-
-        return step
-
-    def _before(
-        self,
-        session: GuardSession,
-        call: tuple[str, Any, str | None, str | None],
-        run_id: str | None,
-        events: list[LoopEvent],
-    ) -> Decision:
-        """``call`` is (tool, params, tool_call_id, batch)."""
-        tool, params, tool_call_id, batch = call
-        run = normalize_run_id(run_id)
-        stop_reason = session.stopped.get(run)
-        if stop_reason is not None:
-            session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
-            error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
-            return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
-        # A tool's own thresholds, if a policy sets any (the check inline: most guards have none).
-        config = self._config.for_tool(tool) if self._config.tool_policies else self._config
-        if config.enabled is False:  # nothing is detected nor recorded: no signature needed
-            return ALLOW
-        # Hashed once here (or found in the session's memo), then handed to every step below.
-        signature = call_signature(session.state, tool, params)
-        in_flight = self._in_flight(session, run, batch, config)
-        if in_flight is None:
-            verdict = self._verdict(session, tool, params, signature, config, run)
-        else:
-            asked = (tool, params, signature)
-            verdict = self._presumed_verdict(session, asked, config, run, in_flight)
-        if verdict.stuck and verdict.level == "critical":
-            vetoed = (tool, params, signature, tool_call_id)
-            return self._block(session, vetoed, run, verdict, config, events, batch)
-        record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
-        if config.detectors.consecutive_repeat and config.records_calls:
-            self._count_call(session, run, signature)
-        if in_flight is not None:
-            in_flight.add(signature)
-            session.keep_run(session.in_flight, run, in_flight)
-        if not verdict.stuck:
-            return ALLOW
-        if not self._should_emit(session, verdict, run, config):
-            return Decision("allow", None, verdict)
-        events.append(
-            self._event(
-                session,
-                run,
-                "warn",
-                verdict=verdict,
-                tool=tool,
-                args_hash=signature,
-                call_id=tool_call_id,
-            )
-        )
-        return Decision("warn", verdict.message if self.surface_warnings else None, verdict)
-
-    def _presumed_verdict(
-        self,
-        session: GuardSession,
-        call: tuple[str, Any, str],
-        config: ResolvedConfig,
-        run: str | None,
-        in_flight: InFlight,
-    ) -> Verdict:
-        """The verdict, with the batch's other calls in flight presumed to return what the same
-        call last returned in the run (see core/in_flight.py), so that a batch is decided the
-        same whether the runtime reports each outcome before the next call or all of them after
-        every call. ``call`` is (tool, params, signature).
-        """
-        tool, params, signature = call
-        presumption = presume(session.state, run, in_flight.calls)
-        if presumption is None:
-            pending = in_flight.calls.get(signature, 0)
-            return self._verdict(session, tool, params, signature, config, run, pending)
-        try:
-            streaks = dict(session.outcome_streaks)
-            stretch = presumed_outcome_streak(streaks.pop(run, None), presumption.completed)
-            if stretch is not None:
-                streaks[run] = stretch
-            view = dataclasses.replace(session, outcome_streaks=streaks)
-            pending = presumption.left.get(signature, 0)
-            return self._verdict(view, tool, params, signature, config, run, pending)
-        finally:
-            withdraw(presumption)
-
-    @staticmethod
-    def _in_flight(
-        session: GuardSession, run: str | None, batch: str | None, config: ResolvedConfig
-    ) -> InFlight | None:
-        """The run's calls in flight in ``batch`` (None when pending calls are not counted).
-
-        A new batch replaces the older one's entries: the model issued it after reading the
-        older batch's results, so those calls ended even if their outcomes never came.
-        """
-        if batch is None or not config.count_pending_calls:
-            return None
-        current = session.in_flight.get(run)
-        if current is None or current.batch != batch:
-            return InFlight(batch)  # kept once a call of it is allowed
-        return current
+        # The core's step bound to this call (a partial: no closure, no frame of its own).
+        step = partial(before_step, self._judge, tool, params, run_id, tool_call_id, batch)
+        return await self._adecide(session, step, ("before", tool), True)
 
     @property
     def config(self) -> ResolvedConfig:
         """The resolved config every decision uses; assigning one takes effect at the next call."""
-        return self._config
+        return self._judge.config
 
     @config.setter
     def config(self, config: ResolvedConfig) -> None:
-        # Derived once per config, not per call: the normaliser of volatile values and whether
-        # the profile's extra detectors run (OpenClaw's own profile: never).
-        self._config = config
-        self._normalizer = (
-            VolatileNormalizer.build(config.volatile_patterns)
-            if config.normalize_volatile
-            else None
-        )
-        self._extra_detectors = config.detection_enabled and _has_extra_detectors(config)
+        judge = self._judge
+        self._judge = Judge(config, judge.agent_id, judge.send_tools, judge.surface_warnings)
 
-    def _verdict(
-        self,
-        session: GuardSession,
-        tool: str,
-        params: Any,
-        signature: str,
-        config: ResolvedConfig,
-        run: str | None,
-        pending: int = 0,
-    ) -> Verdict:
-        """OpenClaw's detectors, then (when a profile turns them on) loopwarden's extra ones.
+    @property
+    def agent_id(self) -> str | None:
+        """The agent whose config the guard runs (None: the defaults); events carry it."""
+        return self._judge.agent_id
 
-        ``pending``: identical calls of the current batch still in flight.
-        """
-        if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
-            return NOT_STUCK
-        verdict = detect(session.state, tool, params, config, run, signature=signature)
-        # A tool's own config (ResolvedConfig.for_tool) changes thresholds only, never the switches.
-        if not self._extra_detectors:
-            return verdict
-        tail = recent_run_records(session.state, run, scan_limit(config))
-        poll = is_poll_call(tool, params, config)
-        streak = session.error_streaks.get(run)
-        extra = extra_verdicts(
-            tail,
-            tool,
-            signature,
-            poll,
-            streak,
-            config,
-            pending,
-            outcome_streak=session.outcome_streaks.get(run),
-            call_streak=session.call_streaks.get(run),
-        )
-        return strongest([verdict, *extra])
+    @agent_id.setter
+    def agent_id(self, agent_id: str | None) -> None:
+        judge = self._judge
+        self._judge = Judge(judge.config, agent_id, judge.send_tools, judge.surface_warnings)
 
-    def _block(
-        self,
-        session: GuardSession,
-        call: tuple[str, Any, str, str | None],
-        run: str | None,
-        verdict: Verdict,
-        config: ResolvedConfig,
-        events: list[LoopEvent],
-        batch: str | None = None,
-    ) -> Decision:
-        """A critical verdict: block the call, or stop the run when the profile says so.
+    @property
+    def send_tools(self) -> frozenset[str]:
+        """Tools whose calls send a message (their outcome is the message's delivery)."""
+        return self._judge.send_tools
 
-        ``call`` is (tool, params, signature, tool_call_id): the signature comes from the caller.
-        """
-        tool, params, signature, tool_call_id = call
-        message = str(verdict.message)
-        stopping = self._stops(session, run, verdict, config, batch)
-        if stopping:
-            message = as_stop_message(message)
-        if tool_call_id is not None:
-            session.remember_blocked(tool_call_id)
-        stretch = session.outcome_streaks.get(run)
-        if verdict.detector == "same_outcome" and stretch is not None:
-            session.keep_run(session.outcome_streaks, run, blocked_streak(stretch))
-        if config.count_blocked_calls:
-            record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
-            if config.detectors.consecutive_repeat:
-                self._count_call(session, run, signature)
-        action: Action = "stop" if stopping else "block"
-        events.append(
-            self._event(
-                session,
-                run,
-                action,
-                verdict=verdict,
-                tool=tool,
-                args_hash=signature,
-                call_id=tool_call_id,
-            )
-        )
-        if not stopping:
-            return Decision("block", message, verdict, blocked_result(message))
-        session.keep_run(session.stopped, run, message)
-        session.run(run, self.agent_id).stop_reason = as_stop_message(record_message(verdict, tool))
-        error = LoopStoppedError(
-            message, detector=str(verdict.detector), count=verdict.count, tool_name=tool
-        )
-        return Decision("stop", message, verdict, blocked_result(message), error)
+    @send_tools.setter
+    def send_tools(self, send_tools: Collection[str]) -> None:
+        judge = self._judge
+        self._judge = Judge(judge.config, judge.agent_id, send_tools, judge.surface_warnings)
 
-    @staticmethod
-    def _stops(
-        session: GuardSession,
-        run: str | None,
-        verdict: Verdict,
-        config: ResolvedConfig,
-        batch: str | None,
-    ) -> bool:
-        """Count one more block of the run; whether it turns into a stop (``stopAfterBlocks``).
+    @property
+    def surface_warnings(self) -> bool:
+        """Whether a warning's message is handed to the model (``Decision.message``)."""
+        return self._judge.surface_warnings
 
-        With a batch, the blocks of one batch count as one, and no call of the batch of the
-        run's first block stops the run (not even the circuit breaker, which that batch's own
-        vetoes may reach): the model must read a block before its run is stopped.
-        """
-        count = session.block_counts.get(run, 0)
-        same_batch = (
-            batch is not None
-            and config.stop_after_blocks > 0
-            and session.block_batches.get(run) == batch
-        )
-        if not same_batch:
-            count += 1
-            session.keep_run(session.block_counts, run, count)
-            if batch is not None and config.stop_after_blocks > 0:
-                session.keep_run(session.block_batches, run, batch)
-        if config.stop_after_blocks <= 0 or (same_batch and count == 1):
-            return False
-        return count >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
-
-    def _should_emit(
-        self, session: GuardSession, verdict: Verdict, run: str | None, config: ResolvedConfig
-    ) -> bool:
-        """§6.3: emit when count // warningThreshold exceeds the last bucket for the key."""
-        key = f"{run}:{verdict.warning_key}" if run else str(verdict.warning_key)
-        threshold = (
-            config.consecutive_warning_threshold
-            if verdict.detector == "consecutive_repeat"
-            else config.warning_threshold
-        )
-        # The last-chance warning is given once per call and run, below any bucket of the threshold.
-        last_chance = str(verdict.warning_key).startswith(LAST_CHANCE_PREFIX)
-        bucket = 1 if last_chance else verdict.count // threshold
-        if bucket <= session.warning_buckets.get(key, 0):
-            return False
-        session.remember_bucket(key, bucket)
-        return True
+    @surface_warnings.setter
+    def surface_warnings(self, surface_warnings: bool) -> None:
+        judge = self._judge
+        self._judge = Judge(judge.config, judge.agent_id, judge.send_tools, surface_warnings)
 
     def after_tool_call(
         self,
@@ -699,8 +363,9 @@ class LoopGuard:
         decided in, when known (an outcome of an older batch then leaves the current one's
         count of calls in flight alone).
         """
-        step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
-        return self._decide(session, step, f"after {tool}")
+        outcome = (result, error, failed)
+        step = partial(after_step, self._judge, tool, params, outcome, run_id, tool_call_id, batch)
+        return self._decide(session, step, ("after", tool), False)
 
     async def aafter_tool_call(
         self,
@@ -716,161 +381,20 @@ class LoopGuard:
         batch: str | None = None,
     ) -> Decision:
         """:meth:`after_tool_call` for an event loop."""
-        step = self._after_step(tool, params, (result, error, failed), run_id, tool_call_id, batch)
-        return await self._adecide(session, step, f"after {tool}")
-
-    def _after_step(
-        self,
-        tool: str,
-        params: Any,
-        outcome: tuple[Any, Any, bool | None],
-        run_id: str | None,
-        tool_call_id: str | None,
-        batch: str | None,
-    ) -> Step:
-        def step(state: GuardSession) -> tuple[Decision, list[LoopEvent]]:
-            events: list[LoopEvent] = []
-            call = (tool, params, tool_call_id, batch)
-            return self._after(state, call, outcome, run_id, events), events
-
-        return step
-
-    def _after(
-        self,
-        session: GuardSession,
-        call: tuple[str, Any, str | None, str | None],
-        outcome: tuple[Any, Any, bool | None],
-        run_id: str | None,
-        events: list[LoopEvent],
-    ) -> Decision:
-        """``call`` is (tool, params, tool_call_id, batch)."""
-        tool, params, tool_call_id, batch = call
-        if tool_call_id is not None and tool_call_id in session.blocked_ids:
-            return ALLOW
-        run = normalize_run_id(run_id)
-        config = self._config
-        signature = None
-        in_flight = session.in_flight.get(run)
-        if in_flight is not None and batch in (None, in_flight.batch):
-            signature = call_signature(session.state, tool, params)
-            in_flight.done(signature)
-        result, error, failed = outcome
-        switches = config.detectors
-        if failed is None:
-            failed = (switches.repeated_error or switches.same_outcome) and is_failure(
-                result, error
-            )
-        if self._normalizer is not None:
-            result, error = self._normalizer.normalize(result), self._normalize_error(error)
-            if error is None:
-                result = comparable_outcome(tool, params, result, failed is True)
-        record = record_outcome(
-            session.state,
-            tool,
-            params,
-            tool_call_id,
-            result,
-            UNDEFINED if error is None else error,
-            config,
-            run,
-            send_tools=self.send_tools,
-            signature=signature,
-        )
-        if config.detectors.repeated_error:
-            streak = next_error_streak(
-                session.error_streaks.get(run),
-                tool,
-                None if record is None else record.result_hash,
-                failed,
-            )
-            if streak is None:
-                session.error_streaks.pop(run, None)
-            else:
-                session.keep_run(session.error_streaks, run, streak)
-        if switches.same_outcome:
-            self._follow_stretch(session, run, (tool, params), record, (result, error, failed))
-        guard = session.compaction.get(run)
-        if record is None or guard is None or run in session.stopped:
-            return ALLOW
-        verdict = guard.observe(record.tool_name, record.args_hash, record.result_hash)
-        if guard.armed:
-            session.keep_run(session.compaction, run, guard)
-        else:  # the window is over: a disarmed guard does nothing until arm() starts afresh
-            del session.compaction[run]
-        if verdict is None:
-            return ALLOW
-        error_obj = CompactionLoopPersistedError.from_verdict(verdict)
-        events.append(
-            self._event(
-                session,
-                run,
-                "stop",
-                verdict=verdict,
-                tool=tool,
-                args_hash=record.args_hash,
-                call_id=tool_call_id,
-            )
-        )
-        session.keep_run(session.stopped, run, verdict.message)
-        session.run(run, self.agent_id).stop_reason = verdict.message
-        return Decision("stop", verdict.message, None, None, error_obj)
-
-    @staticmethod
-    def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
-        streaks = session.call_streaks
-        streak = streaks.get(run)
-        if streak is None:
-            session.keep_run(streaks, run, next_call_streak(None, signature))
-        else:  # updated in place: trimming drops idle runs, not a run calling
-            streaks[run] = next_call_streak(streak, signature)
-
-    def _follow_stretch(
-        self,
-        session: GuardSession,
-        run: str | None,
-        call: tuple[str, Any],
-        record: ToolCallRecord | None,
-        outcome: tuple[Any, Any, bool],
-    ) -> None:
-        """The run's same-outcome stretch after this outcome (``outcome`` as it was hashed)."""
-        stretches = session.outcome_streaks
-        hashed = None if record is None else record.result_hash
-        if record is None or hashed is None:
-            stretches.pop(run, None)
-            return
-        tool, params = call
-        result, error, failed = outcome
-        stretch = next_outcome_streak(
-            stretches.get(run),
-            (tool, record.args_hash),
-            stretch_key(result, hashed),
-            (params, result, UNDEFINED if error is None else error, failed),
-            self._config.same_outcome_threshold,
-        )
-        if stretch is None:
-            return
-        if run in stretches:  # updated in place: trimming drops idle runs, not a run calling
-            stretches[run] = stretch
-        else:
-            session.keep_run(stretches, run, stretch)
-
-    def _normalize_error(self, error: Any) -> Any:
-        """Volatile normalisation of an error: its text, as the outcome hash would read it."""
-        assert self._normalizer is not None
-        if isinstance(error, BaseException):
-            return self._normalizer.text(str(error) or type(error).__name__)
-        return self._normalizer.normalize(error)
+        outcome = (result, error, failed)
+        step = partial(after_step, self._judge, tool, params, outcome, run_id, tool_call_id, batch)
+        return await self._adecide(session, step, ("after", tool), False)
 
     # -- runs and compaction ---------------------------------------------------------------
 
     def on_compaction_retry(self, session: str, *, run_id: str | None = None) -> None:
         """Arm the post-compaction guard of the run (call at each successful compaction retry)."""
-        if self._config.compaction_guard_enabled:
+        if self._judge.config.compaction_guard_enabled:
             self._transact(session, self._arm_step(run_id), "arming the post-compaction guard")
 
     async def aon_compaction_retry(self, session: str, *, run_id: str | None = None) -> None:
         """:meth:`on_compaction_retry` for an event loop."""
-        if self._config.compaction_guard_enabled:
+        if self._judge.config.compaction_guard_enabled:
             await self._atransact(
                 session, self._arm_step(run_id), "arming the post-compaction guard"
             )
@@ -881,7 +405,7 @@ class LoopGuard:
         def arm(state: GuardSession) -> None:
             guard = state.compaction.get(run)
             if guard is None:
-                guard = PostCompactionGuard(True, self._config.post_compaction_window)
+                guard = PostCompactionGuard(True, self._judge.config.post_compaction_window)
             state.keep_run(state.compaction, run, guard)
             guard.arm()
 
@@ -1000,27 +524,24 @@ def _log_failure(exc: Exception, what: str) -> None:
         logger.error("loop accounting failed (%s); the tool call proceeds", what, exc_info=exc)
 
 
-def _failed(exc: Exception, what: str, may_block: bool) -> Decision:
+def _failed(exc: Exception, what: tuple[str, str], may_block: bool) -> Decision:
     """The decision when the store failed: allow, or refuse under ``on_store_error='block'``."""
-    _log_failure(exc, what)
+    _log_failure(exc, " ".join(what))
     if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
         return STORE_UNAVAILABLE
     return ALLOW
 
 
-def _has_extra_detectors(config: ResolvedConfig) -> bool:
-    switches = config.detectors
-    return (
-        switches.consecutive_repeat
-        or switches.cycle
-        or switches.repeated_error
-        or switches.same_outcome
-    )
-
-
-def is_poll_call(tool: str, params: Any, config: ResolvedConfig) -> bool:
-    """A known polling call (§5), or a tool the config declares as polling (``toolPolicies``)."""
-    if is_known_poll(tool, params):
-        return True
-    policy = config.policy(tool) if config.tool_policies else None
-    return policy is not None and policy.poll
+def _log_events(events: list[LoopEvent]) -> None:
+    """One log line per event (names, hashes and counts only), after the session's update."""
+    for event in events:
+        log = logger.warning if event.action == "warn" else logger.error
+        log(
+            "loop %s: %s (%s, count %d) session=%s run=%s",
+            event.action,
+            event.tool_name,
+            event.detector,
+            event.count,
+            event.session,
+            event.run_id,
+        )
