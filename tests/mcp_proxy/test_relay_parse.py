@@ -36,7 +36,7 @@ EDGES = [
     b'{"id":11,"result":{"text":"' + b"x" * (3 * CHUNK) + b'","n":-9223372036854775808}}',
     # Dense in numbers (more than one value per 16 bytes): the text is scanned instead, in
     # slices, with the big integer across the first slice boundary.
-    b'{"id":12,"result":[' + b"1," * (CHUNK // 2 - 20) + b'92233720368547758090,1]}',
+    b'{"id":12,"result":[' + b"1," * (CHUNK // 2 - 20) + b"92233720368547758090,1]}",
     b'{"id":13,"result":[' + b"1," * (CHUNK // 2 + 200) + b"9223372036854775807]}",
 ]
 
