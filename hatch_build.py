@@ -37,6 +37,9 @@ COMPILED = [
     "src/loopwarden/core/detectors.py",
     "src/loopwarden/core/history.py",
     "src/loopwarden/core/outcome.py",
+    # The recommended profile's extra detectors and outcome comparison, run on every call of
+    # that profile (docs/performance.md).
+    "src/loopwarden/core/patterns.py",
     "src/loopwarden/core/tool_call.py",
     # Walks every result of the recommended profile; compiled, its walk and gates cost about 15 %
     # less (docs/performance.md). Its regular expressions run in C in both builds.
