@@ -23,12 +23,19 @@ from loopwarden.core.tool_call import ToolCallRecord
 
 def scan_limit(config: ResolvedConfig) -> int:
     """How many recent records the extra detectors may need to look at."""
+    last = _last_scan_limit[0]
+    if last[0] is config:  # asked on every call, nearly always of one config (it is frozen)
+        return last[1]
     longest = max(
         config.consecutive_any_result_threshold,
         config.silent_threshold,
         config.global_circuit_breaker_threshold + config.max_cycle_period,
     )
+    _last_scan_limit[0] = (config, longest + 1)  # one tuple, replaced whole: thread-safe
     return longest + 1
+
+
+_last_scan_limit: list[tuple[ResolvedConfig | None, int]] = [(None, 0)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,12 +180,13 @@ def is_failure(result: Any, error: Any) -> bool:
         return True
     if isinstance(result, str):
         return bool(_NONZERO_RETURNCODE.match(result) or _FAILURE_TEXT.search(result))
-    if not isinstance(result, Mapping):
+    # Exact dicts first: the Mapping ABC's check costs more than the rest of this function.
+    if type(result) is not dict and not isinstance(result, Mapping):
         return False
     if result.get("isError") is True:
         return True
     details = result.get("details")
-    if not isinstance(details, Mapping):
+    if type(details) is not dict and not isinstance(details, Mapping):
         return False
     exit_code = details.get("exitCode")
     nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
