@@ -41,6 +41,9 @@ COMPILED = [
     # too (docs/performance.md, the layers). core/session.py is not: its classes stay plain
     # Python objects (a compiled class has no __dict__, and Python classes cannot subclass it).
     "src/loopwarden/core/step.py",
+    # The recommended profile's extra detectors and outcome comparison, run on every call of
+    # that profile (docs/performance.md).
+    "src/loopwarden/core/patterns.py",
     "src/loopwarden/core/tool_call.py",
     # Walks every result of the recommended profile; compiled, its walk and gates cost about 15 %
     # less (docs/performance.md). Its regular expressions run in C in both builds.

@@ -292,3 +292,11 @@ def _reference_deep(value: Any, depth: int = 0) -> Any:
     if depth > 200 or not isinstance(value, list):
         return value
     return [_reference_deep(v, depth + 1) for v in value]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet="0123456789.,  \x1c\nnmsuhecoidrtxX_<>", max_size=120))
+def test_dense_durations_normalise_as_before(text: str) -> None:
+    # Numbers, points, spaces and the units' letters: ASCII durations are tried only from
+    # where one can end, back through its run of digits and points.
+    assert N.text(text) == reference_text(text)

@@ -23,12 +23,19 @@ from loopwarden.core.tool_call import ToolCallRecord
 
 def scan_limit(config: ResolvedConfig) -> int:
     """How many recent records the extra detectors may need to look at."""
+    last = _last_scan_limit[0]
+    if last[0] is config:  # asked on every call, nearly always of one config (it is frozen)
+        return last[1]
     longest = max(
         config.consecutive_any_result_threshold,
         config.silent_threshold,
         config.global_circuit_breaker_threshold + config.max_cycle_period,
     )
+    _last_scan_limit[0] = (config, longest + 1)  # one tuple, replaced whole: thread-safe
     return longest + 1
+
+
+_last_scan_limit: list[tuple[ResolvedConfig | None, int]] = [(None, 0)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,20 +117,24 @@ class Cycle:
     signatures: tuple[str, ...] = ()
 
 
+_NO_CYCLE = Cycle()
+
+
 def _cycle_of_period(tail: Sequence[ToolCallRecord], signature: str, period: int) -> Cycle:
-    if len(tail) < period + 1:
-        return Cycle()
+    # The next call must continue the cycle: most calls end here, before any list is built.
+    if len(tail) < period + 1 or tail[period - 1].args_hash != signature:
+        return _NO_CYCLE
     head = [r.args_hash for r in tail[:period]]
-    # A genuine cycle: `period` distinct calls (so the period is minimal), continued by the next.
-    if len(set(head)) != period or signature != head[period - 1]:
-        return Cycle()
+    # A genuine cycle: `period` distinct calls (so the period is minimal).
+    if len(set(head)) != period:
+        return _NO_CYCLE
     matched = 0
     while matched + period < len(tail) and (
         tail[matched].args_hash == tail[matched + period].args_hash
     ):
         matched += 1
     if matched == 0:
-        return Cycle()
+        return _NO_CYCLE
     length = matched + period
     stable = all(
         tail[i].result_hash is not None and tail[i].result_hash == tail[i + period].result_hash
@@ -136,7 +147,7 @@ def cycle(
     tail: Sequence[ToolCallRecord], signature: str, min_period: int, max_period: int
 ) -> Cycle:
     """The strongest cycle (most calls) of period ``min_period..max_period`` at the tail."""
-    best = Cycle()
+    best = _NO_CYCLE
     for period in range(min_period, max_period + 1):
         found = _cycle_of_period(tail, signature, period)
         if found.count > best.count:
@@ -169,12 +180,13 @@ def is_failure(result: Any, error: Any) -> bool:
         return True
     if isinstance(result, str):
         return bool(_NONZERO_RETURNCODE.match(result) or _FAILURE_TEXT.search(result))
-    if not isinstance(result, Mapping):
+    # Exact dicts first: the Mapping ABC's check costs more than the rest of this function.
+    if type(result) is not dict and not isinstance(result, Mapping):
         return False
     if result.get("isError") is True:
         return True
     details = result.get("details")
-    if not isinstance(details, Mapping):
+    if type(details) is not dict and not isinstance(details, Mapping):
         return False
     exit_code = details.get("exitCode")
     nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
@@ -670,7 +682,7 @@ def _consecutive_verdict(
             None,
             LAST_CHANCE_PREFIX + key,
         )
-    return Verdict()
+    return NOT_STUCK
 
 
 def _cycle_verdict(tool: str, found: Cycle, cfg: ResolvedConfig) -> Verdict:
@@ -688,7 +700,7 @@ def _cycle_verdict(tool: str, found: Cycle, cfg: ResolvedConfig) -> Verdict:
             key,
         )
     if found.period < 3:
-        return Verdict()  # pairs below the breaker are OpenClaw's ping-pong detector's job
+        return NOT_STUCK  # pairs below the breaker are OpenClaw's ping-pong detector's job
     level: Level
     if found.no_progress and found.count >= cfg.critical_threshold:
         level = "critical"
@@ -705,13 +717,13 @@ def _cycle_verdict(tool: str, found: Cycle, cfg: ResolvedConfig) -> Verdict:
             "report the task as failed."
         )
     else:
-        return Verdict()
+        return NOT_STUCK
     return Verdict(True, level, "cycle", found.count, text, tool, key)
 
 
 def _error_verdict(tool: str, streak: ErrorStreak | None, cfg: ResolvedConfig) -> Verdict:
     if streak is None or streak.tool != tool or streak.count < cfg.repeated_error_threshold:
-        return Verdict()
+        return NOT_STUCK
     return Verdict(
         True,
         "critical",
@@ -766,7 +778,7 @@ def _same_outcome_verdict(
             None,
             LAST_CHANCE_PREFIX + key,  # given once per stretch, like the last-chance warning
         )
-    return Verdict()
+    return NOT_STUCK
 
 
 def extra_verdicts(
@@ -814,7 +826,7 @@ _SEVERITY = {"critical": 2, "warning": 1}
 
 def strongest(verdicts: Sequence[Verdict]) -> Verdict:
     """The most severe verdict; on a tie the first one (OpenClaw's own detectors come first)."""
-    best = Verdict()
+    best = NOT_STUCK
     for verdict in verdicts:
         if verdict.stuck and _SEVERITY[str(verdict.level)] > _SEVERITY.get(str(best.level), 0):
             best = verdict
