@@ -48,6 +48,10 @@ COMPILED = [
     # Walks every result of the recommended profile; compiled, its walk and gates cost about 15 %
     # less (docs/performance.md). Its regular expressions run in C in both builds.
     "src/loopwarden/core/volatile.py",
+    # The shell's per-call path (LoopGuard's sync before/after, MemoryStore's update), native
+    # bases of those two Python classes: a tool call runs no interpreted frame between the
+    # caller and the engine (docs/performance.md, the layers).
+    "src/loopwarden/_per_call.py",
 ]
 # Build-only requirements of the compiled variant (the runtime dependencies are added too: mypy
 # follows the compiled modules' imports into config.py, pydantic, json5 and orjson).

@@ -9,7 +9,6 @@ logged and swallowed: the guard never breaks a tool call.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -17,7 +16,17 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from loopwarden.core._lazylog import get_logger
+from loopwarden._per_call import (
+    STORE_UNAVAILABLE,
+    GuardCalls,
+    Step,
+    call_subscriber,
+    failed,
+    log_events,
+    log_failure,
+    sync_update,
+    to_telemetry,
+)
 from loopwarden.core.canonical import UNDEFINED
 from loopwarden.core.compaction import PostCompactionGuard
 from loopwarden.core.config import (
@@ -44,7 +53,6 @@ from loopwarden.core.step import (
     record_message,
 )
 from loopwarden.store import AsyncSessionStore, MemoryStore, SessionStore
-from loopwarden.stores import StoreUnavailableError
 
 if TYPE_CHECKING:
     from loopwarden.records import RunRecorder
@@ -64,20 +72,8 @@ __all__ = [
     "record_message",
 ]
 
-logger = get_logger("loopwarden.guard")  # logging loads on first use: start-up time
-
 _T = TypeVar("_T")
 ConfigSource = Mapping[str, Any] | ResolvedConfig | str | Path | None
-# One atomic step over a session: what the caller gets back, and the events to deliver after.
-Step = Callable[[GuardSession], tuple["Decision", list[LoopEvent]]]
-
-
-_UNAVAILABLE_TEXT = (
-    "Tool call refused: loop-detection state is unavailable (on_store_error='block'). Retry later."
-)
-STORE_UNAVAILABLE = Decision(
-    "block", _UNAVAILABLE_TEXT, None, blocked_result(_UNAVAILABLE_TEXT), None
-)
 
 
 def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfig:
@@ -92,7 +88,7 @@ def _resolve_source(config: ConfigSource, agent_id: str | None) -> ResolvedConfi
     return resolve_config(config)
 
 
-class LoopGuard:
+class LoopGuard(GuardCalls):
     """Loop detection around every tool call of an agent runtime.
 
     ``config`` is None (the default: the ``recommended`` profile, which ends loops), a
@@ -114,6 +110,8 @@ class LoopGuard:
     sync methods on an async-only store raise ``TypeError``.
     """
 
+    store: SessionStore | AsyncSessionStore
+
     def __init__(
         self,
         config: ConfigSource = None,
@@ -132,12 +130,12 @@ class LoopGuard:
             _resolve_source(config, agent_id), agent_id, send_tools, surface_warnings
         )
         # `is None`, not `or`: an empty store is falsy (it has __len__).
-        self.store: SessionStore | AsyncSessionStore = (
+        self.store = (
             store
             if store is not None
             else MemoryStore(session_ttl=session_ttl, max_sessions=max_sessions, clock=clock)
         )
-        self._subscribers: list[Callable[[LoopEvent], None]] = []
+        self._subscribers = []
         self._subscribers_lock = threading.Lock()
         # Set by RunRecorder.attach; told about run starts and ends (events come by subscribe).
         self.recorder: RunRecorder | None = None
@@ -160,13 +158,6 @@ class LoopGuard:
 
         return unsubscribe
 
-    def _deliver(self, events: list[LoopEvent]) -> None:
-        with self._subscribers_lock:
-            subscribers = list(self._subscribers)
-        for event in events:
-            for callback in subscribers:
-                _call_subscriber(callback, event)
-
     async def _adeliver(self, events: list[LoopEvent]) -> None:
         """``_deliver`` on an event loop: the run-records writer (SQLite) in a worker thread.
 
@@ -186,23 +177,13 @@ class LoopGuard:
         inline = [s for s in subscribers if s != writer]
         for event in events:
             for callback in inline:
-                _call_subscriber(callback, event)
+                call_subscriber(callback, event)
             if len(inline) < len(subscribers):
-                await asyncio.to_thread(_call_subscriber, writer, event)
+                await asyncio.to_thread(call_subscriber, writer, event)
 
     # -- the per-call protocol -------------------------------------------------------------
-
-    def _sync_update(self) -> Callable[[str, Callable[[GuardSession], _T]], _T]:
-        """The store's sync update; ``TypeError`` (a caller's bug, raised) if it has none."""
-        update: Callable[[str, Callable[[GuardSession], _T]], _T] | None = getattr(
-            self.store, "update", None
-        )
-        if update is None:
-            raise TypeError(
-                f"{self.store!r} is async-only: call the guard's async methods "
-                "(abefore_tool_call, aafter_tool_call, ...) or give LoopGuard a sync store"
-            )
-        return update
+    # The sync per-call methods, before_tool_call and after_tool_call, are GuardCalls' (see
+    # loopwarden/_per_call.py: compiled with the engine); their async twins are here.
 
     async def _aupdate(self, session: str, fn: Callable[[GuardSession], _T]) -> _T:
         """One atomic update through an async store, or a sync one in a worker thread."""
@@ -213,15 +194,15 @@ class LoopGuard:
         import asyncio
 
         # A sync-only store may block (a network round trip): keep it off the event loop.
-        return await asyncio.to_thread(self._sync_update(), session, fn)
+        return await asyncio.to_thread(sync_update(self.store), session, fn)
 
     def _transact(self, session: str, fn: Callable[[GuardSession], _T], what: str) -> _T | None:
         """One atomic update of a session; a failure is logged and never reaches the caller."""
-        update = self._sync_update()
+        update = sync_update(self.store)
         try:
             return update(session, fn)
         except Exception as exc:
-            _log_failure(exc, what)
+            log_failure(exc, what)
             return None
 
     async def _atransact(
@@ -231,27 +212,8 @@ class LoopGuard:
         try:
             return await self._aupdate(session, fn)
         except Exception as exc:
-            _log_failure(exc, what)
+            log_failure(exc, what)
             return None
-
-    def _decide(self, session: str, step: Step, what: tuple[str, str], may_block: bool) -> Decision:
-        """Run a call's step in one store update, then log and deliver its events.
-
-        ``what`` (the method, the tool) names the call in the log when the update fails: the
-        text is built only then.
-        """
-        update = getattr(self.store, "update", None)
-        if update is None:
-            update = self._sync_update()  # raises the TypeError that says what to do
-        try:
-            decision, events = update(session, step)
-        except Exception as exc:
-            return _failed(exc, what, may_block)
-        if events:  # most calls have none: no lock taken, no subscriber list copied
-            _log_events(events)
-            self._deliver(events)  # outside the session update: subscribers may call the guard
-            _to_telemetry(events)
-        return decision
 
     async def _adecide(
         self, session: str, step: Step, what: tuple[str, str], may_block: bool
@@ -259,33 +221,11 @@ class LoopGuard:
         try:
             decision, events = await self._aupdate(session, step)
         except Exception as exc:
-            return _failed(exc, what, may_block)
-        _log_events(events)
+            return failed(exc, what, may_block)
+        log_events(events)
         await self._adeliver(events)
-        _to_telemetry(events)  # on the loop, in the caller's context: its span is current
+        to_telemetry(events)  # on the loop, in the caller's context: its span is current
         return decision
-
-    def before_tool_call(
-        self,
-        session: str,
-        tool: str,
-        params: Any,
-        *,
-        run_id: str | None = None,
-        tool_call_id: str | None = None,
-        batch: str | None = None,
-    ) -> Decision:
-        """Decide about a call before it runs: allow, warn, block, or stop (stopped run).
-
-        ``batch`` names the set of calls the model issued in one turn (for example the id of
-        the model message that carries them), when the runtime knows it. Calls of one batch
-        may run concurrently: with ``countPendingCalls`` an identical call still in flight
-        counts as a repeat, and blocks within one batch count as one toward
-        ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
-        """
-        # The core's step bound to this call (a partial: no closure, no frame of its own).
-        step = partial(before_step, self._judge, tool, params, run_id, tool_call_id, batch)
-        return self._decide(session, step, ("before", tool), True)
 
     async def abefore_tool_call(
         self,
@@ -341,31 +281,6 @@ class LoopGuard:
     def surface_warnings(self, surface_warnings: bool) -> None:
         judge = self._judge
         self._judge = Judge(judge.config, judge.agent_id, judge.send_tools, surface_warnings)
-
-    def after_tool_call(
-        self,
-        session: str,
-        tool: str,
-        params: Any,
-        *,
-        result: Any = UNDEFINED,
-        error: Any = None,
-        run_id: str | None = None,
-        tool_call_id: str | None = None,
-        failed: bool | None = None,
-        batch: str | None = None,
-    ) -> Decision:
-        """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7).
-
-        ``failed`` says whether the call failed when the runtime knows (a tool message with an
-        error status, an exit code): only the repeated-error detector reads it; when it is None
-        the outcome itself is read for signs of failure. ``batch``: the one the call was
-        decided in, when known (an outcome of an older batch then leaves the current one's
-        count of calls in flight alone).
-        """
-        outcome = (result, error, failed)
-        step = partial(after_step, self._judge, tool, params, outcome, run_id, tool_call_id, batch)
-        return self._decide(session, step, ("after", tool), False)
 
     async def aafter_tool_call(
         self,
@@ -489,59 +404,3 @@ def _events_of(state: GuardSession | None, run_id: str | None) -> list[LoopEvent
         return []
     record = state.runs.get(normalize_run_id(run_id))
     return list(record.events) if record else []
-
-
-def _to_telemetry(events: list[LoopEvent]) -> None:
-    """Loop events to OpenTelemetry, when the application has imported it (else free).
-
-    Only a look at ``sys.modules``: a process that never imported OpenTelemetry cannot have
-    configured it, and loopwarden does not import it for them (a hook's start-up stays short).
-    """
-    modules = sys.modules
-    if events and (
-        "opentelemetry.trace" in modules
-        or "opentelemetry._logs" in modules
-        or "loopwarden.otel" in modules  # a hook or the proxy asked to export (the environment)
-    ):
-        from loopwarden import otel
-
-        otel.emit(events)
-
-
-def _call_subscriber(callback: Callable[[LoopEvent], None], event: LoopEvent) -> None:
-    try:
-        callback(event)
-    except Exception:
-        logger.exception("loop event subscriber %r failed", callback)
-
-
-def _log_failure(exc: Exception, what: str) -> None:
-    """Log a failed store update: the tool call goes on without loop accounting."""
-    if isinstance(exc, StoreUnavailableError):
-        log = logger.debug if exc.reported else logger.error  # an outage is logged once
-        log("loop state unavailable (%s): %s", what, exc.message)
-    else:
-        logger.error("loop accounting failed (%s); the tool call proceeds", what, exc_info=exc)
-
-
-def _failed(exc: Exception, what: tuple[str, str], may_block: bool) -> Decision:
-    """The decision when the store failed: allow, or refuse under ``on_store_error='block'``."""
-    _log_failure(exc, " ".join(what))
-    if may_block and isinstance(exc, StoreUnavailableError) and exc.policy == "block":
-        return STORE_UNAVAILABLE
-    return ALLOW
-
-
-def _log_events(events: list[LoopEvent]) -> None:
-    """One log line per event (names, hashes and counts only), after the session's update."""
-    for event in events:
-        log = logger.warning if event.action == "warn" else logger.error
-        log(
-            "loop %s: %s (%s, count %d) session=%s run=%s",
-            event.action,
-            event.tool_name,
-            event.detector,
-            event.count,
-            event.session,
-            event.run_id,
-        )

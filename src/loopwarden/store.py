@@ -14,11 +14,11 @@ is shared and only the transaction around it differs. :class:`MemoryStore` is bo
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
+from loopwarden._per_call import MemorySessions, checkout, evict, peek
 from loopwarden.core.compaction import PostCompactionGuard
 from loopwarden.core.events import LoopEvent
 from loopwarden.core.history import SessionState
@@ -110,76 +110,15 @@ async def _acquire(lock: threading.Lock | threading.RLock) -> None:
         delay = min(0.001, delay * 2 or 0.00005)
 
 
-class _Entry:
-    """A session of a :class:`MemoryStore`, its lock, and when it was last used."""
-
-    __slots__ = ("lock", "session", "used")
-
-    def __init__(self, session: GuardSession, used: float) -> None:
-        self.session = session
-        self.lock = threading.RLock()
-        self.used = used
-
-
-class MemoryStore:
+class MemoryStore(MemorySessions):
     """In-process sessions: thread-safe, idle sessions expire, the LRU cap drops the oldest.
 
     Sync (``update``) and async (``aupdate``) at once. On an event loop no thread is used:
     ``fn`` never awaits, so tasks of one loop cannot interleave inside an update, and the
     locks that keep threads apart are taken without blocking the loop (see ``aupdate``).
+    ``session_ttl`` (seconds, None: never) and ``max_sessions`` bound what it keeps; the sync
+    path (``update``, ``peek``) is ``MemorySessions``' (compiled with the engine).
     """
-
-    def __init__(
-        self,
-        *,
-        session_ttl: float | None = 3600.0,
-        max_sessions: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
-        if session_ttl is not None and session_ttl <= 0:
-            raise ValueError(f"session_ttl must be positive seconds or None, got {session_ttl}")
-        self._ttl = session_ttl
-        self._max = max_sessions
-        self._clock = clock
-        self._lock = threading.Lock()
-        # key -> its entry; insertion order is least-recently-used first.
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-
-    def _evict(self, now: float) -> None:
-        if self._ttl is not None:
-            while self._entries:
-                key, entry = next(iter(self._entries.items()))
-                if now - entry.used <= self._ttl:
-                    break
-                del self._entries[key]
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-
-    def _checkout(self, key: str) -> _Entry:
-        """The session's entry, marked as just used (call with ``self._lock`` held)."""
-        now = self._clock()
-        entries = self._entries
-        entry = entries.get(key)
-        if entry is None:
-            entry = entries[key] = _Entry(GuardSession(key), now)
-            self._evict(now)
-            return entry
-        # The same session again (the common case): moved to the newest end in place, and
-        # only an expired oldest session makes eviction walk.
-        entry.used = now
-        entries.move_to_end(key)
-        if self._ttl is not None and now - next(iter(entries.values())).used > self._ttl:
-            self._evict(now)
-        return entry
-
-    def update(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
-        """Apply ``fn`` to the session under its own lock (other sessions run in parallel)."""
-        with self._lock:
-            entry = self._checkout(key)
-        with entry.lock:
-            return fn(entry.session)
 
     async def aupdate(self, key: str, fn: Callable[[GuardSession], _T]) -> _T:
         """``update`` on an event loop, with no thread and no blocking wait.
@@ -189,7 +128,7 @@ class MemoryStore:
         """
         await _acquire(self._lock)
         try:
-            entry = self._checkout(key)
+            entry = checkout(self, key)
         finally:
             self._lock.release()
         lock = entry.lock
@@ -199,30 +138,17 @@ class MemoryStore:
         finally:
             lock.release()
 
-    def peek(self, key: str) -> GuardSession | None:
-        """The session if present and not expired."""
-        with self._lock:
-            return self._peek(key)
-
     async def apeek(self, key: str) -> GuardSession | None:
         """``peek`` on an event loop."""
         await _acquire(self._lock)
         try:
-            return self._peek(key)
+            return peek(self, key)
         finally:
             self._lock.release()
 
-    def _peek(self, key: str) -> GuardSession | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if self._ttl is not None and self._clock() - entry.used > self._ttl:
-            return None
-        return entry.session
-
     def __len__(self) -> int:
         with self._lock:
-            self._evict(self._clock())
+            evict(self, self._clock())
             return len(self._entries)
 
 
