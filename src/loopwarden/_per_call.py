@@ -132,7 +132,9 @@ def decide(
     ``what`` (the method, the tool) names the call in the log when the update fails: the
     text is built only then.
     """
-    update = sync_update(guard.store)  # a TypeError, raised: the caller's bug
+    update = getattr(guard.store, "update", None)
+    if update is None:
+        update = sync_update(guard.store)  # raises the TypeError that says what to do
     try:
         decision, events = update(session, step)
     except Exception as exc:
