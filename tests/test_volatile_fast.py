@@ -277,6 +277,35 @@ def test_structures_of_every_kind_normalise_as_before() -> None:
     assert fast["details"]["aggregated"] == "took <duration> at <timestamp>"
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="0123456789 msline:-abcdef", min_size=30, max_size=36),
+            st.sampled_from(
+                ["took 12ms at 2026-11-30T00:06:10Z", "took 13ms at 2026-11-30T00:06:11Z"]
+            ),
+        ),
+        max_size=12,
+    )
+)
+def test_texts_of_one_length_in_one_structure_normalise_as_before(texts: list[str]) -> None:
+    # The walk remembers the last long text of each length and compares before reusing its
+    # result: texts of one length that differ, and repeats, in any order.
+    value = {"content": [{"type": "text", "text": t} for t in texts], "again": list(texts)}
+    assert N.normalize(value) == reference_normalize(value)
+
+
+def test_short_texts_beyond_the_cache_normalise_as_before() -> None:
+    # Short texts' results are remembered across calls, in a cache emptied when full: more
+    # distinct texts than it holds, each normalised twice, as values and as structures.
+    texts = [f"pid {i}" if i % 3 else f"{i}ms" for i in range(10_000)]
+    for _ in range(2):
+        for text in texts:
+            assert N.normalize(text) == reference_text(text)
+        assert N.normalize({"texts": texts}) == reference_normalize({"texts": texts})
+
+
 def test_deep_structures_stop_where_they_did() -> None:
     deep: Any = "12ms"
     for _ in range(260):

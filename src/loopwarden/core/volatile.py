@@ -325,7 +325,7 @@ class VolatileNormalizer:
 
     def text(self, value: str) -> str:
         """Replace every volatile span of a string with ``<kind>``."""
-        value = builtin_text(value)
+        value = _builtin_cached(value) if type(value) is str else builtin_text(value)
         for rule in self.extra:
             value = rule.apply(value)
         return value
@@ -337,7 +337,7 @@ class VolatileNormalizer:
             return self.text(value) if kind is str else value
         if isinstance(value, str):
             return self.text(value)
-        return _Walk(self, {}, set()).copy(value, 0)
+        return _Walk(self).copy(value, 0)
 
 
 _MAX_DEPTH = 200
@@ -346,25 +346,61 @@ _MAX_DEPTH = 200
 # Types a structure's leaves mostly are, returned as they are without the ABC check below.
 _SCALARS = frozenset({int, float, bool, type(None)})
 
+# Short strings come back on nearly every call (``"text"``, ``"completed"``, a working
+# directory): their normalised text is remembered across calls, which costs a dict lookup of a
+# short key instead of the gates' set-up. Bounded: emptied when full. ``builtin_text`` is a pure
+# function of an exact str's text, so a remembered result is the result.
+_SHORT = 32
+_SHORT_CACHE_SIZE = 4096
+_short_cache: dict[str, str] = {}
 
-@dataclass
+
+def _builtin_cached(value: str) -> str:
+    """``builtin_text(value)`` for an exact str, short ones remembered."""
+    if len(value) > _SHORT:
+        return builtin_text(value)
+    out = _short_cache.get(value)
+    if out is None:
+        out = builtin_text(value)
+        if len(_short_cache) >= _SHORT_CACHE_SIZE:
+            _short_cache.clear()
+        _short_cache[value] = out
+    return out
+
+
 class _Walk:
-    """One normalisation of a structure. ``done`` remembers each distinct string's result: an
-    exec result carries its output twice (content text and details.aggregated)."""
+    """One normalisation of a structure.
 
-    normalizer: VolatileNormalizer
-    done: dict[str, str]
-    seen: set[int]
+    ``done`` remembers the last long string of each length and its result: an exec result
+    carries its output twice (content text and details.aggregated). Keyed by length and
+    compared with ``==`` (a memcmp) rather than hashed: hashing reads the whole text, a
+    comparison of two strings of one length stops at their first difference.
+    """
+
+    def __init__(self, normalizer: VolatileNormalizer) -> None:
+        # Written out (not a dataclass): a generated __init__ stays interpreted when compiled.
+        self.normalizer = normalizer
+        self.done: dict[int, tuple[str, str]] = {}
+        self.seen: set[int] = set()
+
+    def string(self, value: str) -> str:
+        """An exact str's normalised text, once per distinct long text of the structure."""
+        if len(value) <= _SHORT:
+            return self.normalizer.text(value)
+        size = len(value)
+        last = self.done.get(size)
+        if last is not None and last[0] == value:
+            return last[1]
+        out = self.normalizer.text(value)
+        self.done[size] = (value, out)
+        return out
 
     def copy(self, value: Any, depth: int) -> Any:
         # Exact types first: isinstance against the Mapping ABC costs more than the rest of a
         # leaf's visit. Subclasses take the general path below, as before.
         kind = type(value)
         if kind is str:
-            out = self.done.get(value)
-            if out is None:
-                out = self.done[value] = self.normalizer.text(value)
-            return out
+            return self.string(value)
         if kind in _SCALARS:
             return value
         if isinstance(value, str):  # a subclass: it may compare or hash in its own way
@@ -386,12 +422,33 @@ class _Walk:
             return value
         self.seen.add(key)
         try:
-            copy, depth = self.copy, depth + 1  # scalars inline: no call for most leaves
+            if kind is dict:
+                return self._dict(value, depth + 1)
+            if kind is list:
+                return self._list(value, depth + 1)
             if mapping:
-                return {k: v if type(v) in _SCALARS else copy(v, depth) for k, v in value.items()}
-            return [v if type(v) in _SCALARS else copy(v, depth) for v in value]
+                return {k: self._item(v, depth + 1) for k, v in value.items()}
+            return [self._item(v, depth + 1) for v in value]
         finally:
             self.seen.discard(key)
+
+    def _item(self, value: Any, depth: int) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self.string(value)
+        if kind in _SCALARS:
+            return value
+        return self.copy(value, depth)
+
+    def _dict(self, value: dict[Any, Any], depth: int) -> dict[Any, Any]:
+        # Typed: the compiled build iterates the dict natively and calls _item directly.
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            out[k] = self._item(v, depth)
+        return out
+
+    def _list(self, value: list[Any], depth: int) -> list[Any]:
+        return [self._item(v, depth) for v in value]
 
 
 def validate_patterns(patterns: object) -> list[str]:
