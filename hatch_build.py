@@ -48,6 +48,10 @@ COMPILED = [
     # Walks every result of the recommended profile; compiled, its walk and gates cost about 15 %
     # less (docs/performance.md). Its regular expressions run in C in both builds.
     "src/loopwarden/core/volatile.py",
+    # The check that orjson read a document as the standard library would: a walk over every
+    # value of every transcript document `loopwarden analyze` reads (and of every message the
+    # MCP proxy parses); compiled, a third of its cost (docs/performance.md, analyze).
+    "src/loopwarden/_exact_json.py",
 ]
 # Build-only requirements of the compiled variant (the runtime dependencies are added too: mypy
 # follows the compiled modules' imports into config.py, pydantic, json5 and orjson).

@@ -7,6 +7,7 @@ memory store, plain lines for rich on a pipe); these tests put the two side by s
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import types
@@ -20,7 +21,8 @@ from loopwarden import LoopGuard, resolve_config
 from loopwarden._terminal import json_printable
 from loopwarden.analyze import report_json, runner
 from loopwarden.analyze.replay import Replayer, ReplayStore
-from loopwarden.transcripts import iter_sources, read_transcripts
+from loopwarden.records import RunRecorder
+from loopwarden.transcripts import detect, iter_sources, read_transcripts
 from loopwarden.transcripts._io import loads_exact
 
 from _support import data_path
@@ -105,6 +107,45 @@ def test_the_replay_store_gives_the_memory_stores_reports_and_keeps_no_session()
             assert plain.replay(trajectory) == memory.replay(trajectory)
             assert len(store) == 0
         assert len(memory.guard.store) == len(trajectories)  # type: ignore[arg-type]
+
+
+def _recorded(db: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The runs and the events of a run-records file, times and row ids aside."""
+    with sqlite3.connect(db) as conn:
+        runs = conn.execute(
+            "SELECT session, run_key, agent_id, outcome, stop_reason FROM runs ORDER BY id"
+        ).fetchall()
+        events = conn.execute(
+            "SELECT runs.run_key, call, type, level, action, detector, count, tool_name, "
+            "events.agent_id, message, paired_tool_name, args_hash FROM events "
+            "JOIN runs ON runs.id = events.run ORDER BY events.id"
+        ).fetchall()
+    return runs, events
+
+
+def test_the_step_replay_gives_the_guards_reports_and_run_records(tmp_path: Path) -> None:
+    """With a replay store the analyzer runs the core's step directly on each trajectory's
+    session; through the guard's own methods (its memory store) every report, every run and
+    every loop event recorded (call numbers included) is the same, in both profiles."""
+    paths = iter_sources([data_path("samples"), data_path("eval")])
+    trajectories = [t for path in paths if detect(path).format for t in read_transcripts(path)]
+    actions: set[str] = set()
+    for profile in ("openclaw", "recommended"):
+        config = resolve_config({"enabled": True, "profile": profile})
+        found = []
+        for name, store in (("step", ReplayStore()), ("guard", None)):
+            db = tmp_path / f"{profile}-{name}.db"
+            recorder = RunRecorder(str(db), batch=500)
+            replayer = Replayer(LoopGuard(config, store=store), recorder)
+            reports = [replayer.replay(trajectory) for trajectory in trajectories]
+            recorder.close()
+            found.append((reports, _recorded(db)))
+        assert found[0] == found[1]
+        reports, (runs, events) = found[0]
+        assert len(runs) == len(trajectories)
+        actions.update(event[4] for event in events)
+    # Not vacuous: warnings, blocks and stops were decided and recorded.
+    assert {"warn", "block", "stop"} <= actions
 
 
 def test_a_json_report_to_a_file_does_not_load_rich(tmp_path: Path) -> None:

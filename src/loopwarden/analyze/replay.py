@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
 from loopwarden.analyze.spend import RunSpend, run_spend
+from loopwarden.core.events import LoopEvent
 from loopwarden.core.patterns import as_stop_message
-from loopwarden.guard import record_message
+from loopwarden.core.step import ALLOW, Judge, after_step, before_step, record_message
 from loopwarden.store import GuardSession
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
@@ -239,15 +240,33 @@ class Replayer:
 
     With a ``recorder``, each run is written to the run records under the trajectory's own id
     (what ``loopwarden runs show ID`` looks up), each loop event with its call number.
+
+    When the guard keeps its sessions in a :class:`ReplayStore` (as the analyzer's do), each
+    call runs the core's step (:mod:`loopwarden.core.step`) directly on the trajectory's
+    session: what ``LoopGuard.before_tool_call`` and ``after_tool_call`` run inside their store
+    update, with the same judge, so the same decisions and events. The guard's shell around
+    the step (the store's update, the event log lines, which a replay silences anyway, and the
+    delivery to subscribers, here the recorder only) is a quarter of a replayed call's cost.
+    Runs start and end, and compactions arm, through the guard itself (once per trajectory).
+    Any other store is replayed through the guard's methods.
     """
 
     def __init__(self, guard: LoopGuard, recorder: RunRecorder | None = None) -> None:
         self.guard = guard
         self._sessions = 0
         self._call = 0  # the number of the call being replayed, counting from 1
+        self._recorder = recorder
+        store = guard.store
+        self._store = store if isinstance(store, ReplayStore) else None
+        # The judge LoopGuard builds from the same four settings (core/step.py).
+        self._judge = Judge(guard.config, guard.agent_id, guard.send_tools, guard.surface_warnings)
         if recorder is not None:
             guard.recorder = recorder  # the run starts and ends
-            guard.subscribe(lambda event: recorder.record_event(replace(event, call=self._call)))
+            guard.subscribe(self._record)
+
+    def _record(self, event: LoopEvent) -> None:
+        if self._recorder is not None:
+            self._recorder.record_event(replace(event, call=self._call))
 
     def replay(self, trajectory: Trajectory) -> TrajectoryReport:
         """Replay one trajectory and report what the guard did."""
@@ -264,6 +283,7 @@ class Replayer:
             succeeded=trajectory.succeeded,
         )
         self.guard.start_run(session, run_id)
+        calls = _Calls(self, session, run_id)
         stopped = False
         cost = _Cost()
         for item in trajectory.items:
@@ -281,53 +301,97 @@ class Replayer:
                     report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
-            stopped = self._replay_call((session, run_id), item, report)
+            stopped = self._replay_call(calls, item, report)
             if stopped:
                 cost.stopped_at = item.at
         self.guard.end_run(session, run_id)
-        if isinstance(self.guard.store, ReplayStore):
-            self.guard.store.drop(session)  # never used again: one session per trajectory
+        if self._store is not None:
+            self._store.drop(session)  # never used again: one session per trajectory
         cost.fill(report)
         first = report.first_block_or_stop
         report.spend = run_spend(trajectory, None if first is None else first.index)
         return report
 
-    def _replay_call(
-        self, where: tuple[str, str], call: ToolCall, report: TrajectoryReport
-    ) -> bool:
-        """Replay one call of (session, run); True when the guard stopped the run after it."""
-        session, run_id = where
+    def _replay_call(self, calls: _Calls, call: ToolCall, report: TrajectoryReport) -> bool:
+        """Replay one call; True when the guard stopped the run after it."""
         index = len(report.tools) - 1
         self._call = index + 1
-        before = self.guard.before_tool_call(
-            session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
-        )
-        _note(report, index, call.tool, before)
-        _preview(report, index, call, before.action)
+        before = calls.before(call)
+        if before is not ALLOW:  # a plain allow (most calls) is neither marked nor previewed
+            _note(report, index, call.tool, before)
+            _preview(report, index, call, before.action)
         if before.action in ("block", "stop") and not call.refused:
             report.saved.append(index)  # this call would not have run (and it did)
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:
             return False
+        after = calls.after(call)
+        if after is not ALLOW:
+            _note(report, index, call.tool, after)
+            _preview(report, index, call, after.action)
+        return after.action == "stop"
+
+
+class _Calls:
+    """One trajectory's calls put to the guard: its before and after decisions."""
+
+    __slots__ = ("_replayer", "_run", "_session", "_state")
+
+    def __init__(self, replayer: Replayer, session: str, run_id: str) -> None:
+        self._replayer = replayer
+        self._session = session
+        self._run = run_id
+        store = replayer._store
+        # The session start_run created (None if it could not: then through the guard).
+        self._state = None if store is None else store.peek(session)
+
+    def before(self, call: ToolCall) -> Decision:
+        """The decision before the call runs."""
+        state = self._state
+        if state is None:
+            return self._replayer.guard.before_tool_call(
+                self._session, call.tool, call.params, run_id=self._run,
+                tool_call_id=call.tool_call_id,
+            )  # fmt: skip
+        replayer = self._replayer
+        try:
+            decision, events = before_step(
+                replayer._judge, call.tool, call.params, self._run, call.tool_call_id, None, state
+            )
+        except Exception:  # as LoopGuard does: its own failure never refuses a call
+            return ALLOW
+        if events:
+            for event in events:
+                replayer._record(event)
+        return decision
+
+    def after(self, call: ToolCall) -> Decision:
+        """The decision once the call's recorded outcome is in."""
         if call.result is MISSING:
             result, error = UNDEFINED, call.error
         else:
             result, error = call.result, None
-        after = self.guard.after_tool_call(
-            session,
-            call.tool,
-            call.params,
-            result=result,
-            error=error,
-            run_id=run_id,
-            tool_call_id=call.tool_call_id,
-            # A recorded error next to a result marks the call as failed.
-            failed=True if call.error is not None else None,
-        )
-        _note(report, index, call.tool, after)
-        _preview(report, index, call, after.action)
-        return after.action == "stop"
+        # A recorded error next to a result marks the call as failed.
+        failed = True if call.error is not None else None
+        state = self._state
+        if state is None:
+            return self._replayer.guard.after_tool_call(
+                self._session, call.tool, call.params, result=result, error=error,
+                run_id=self._run, tool_call_id=call.tool_call_id, failed=failed,
+            )  # fmt: skip
+        replayer = self._replayer
+        try:
+            decision, events = after_step(
+                replayer._judge, call.tool, call.params, (result, error, failed), self._run,
+                call.tool_call_id, None, state,
+            )  # fmt: skip
+        except Exception:  # as LoopGuard does
+            return ALLOW
+        if events:
+            for event in events:
+                replayer._record(event)
+        return decision
 
 
 @dataclass(slots=True)
