@@ -74,25 +74,31 @@ class Totals:
 
     def add(self, report: TrajectoryReport) -> None:
         """Count one trajectory's report."""
-        first_mark = report.first_block_or_stop
-        self.spend.add(report.spend, None if first_mark is None else first_mark.detector, report.id)
+        calls = len(report.tools)
+        # Most runs have no mark: their loop counts are all nought (no scan of the marks).
+        first = report.first_block_or_stop if report.marks else None
+        self.spend.add(report.spend, None if first is None else first.detector, report.id)
         self.trajectories += 1
-        self.calls += report.calls
-        self.with_warning += bool(report.warnings)
-        self.stopped += report.stopped
-        self.calls_saved += report.calls_saved
-        first = report.first_block_or_stop
+        self.calls += calls
+        if report.marks:
+            self.with_warning += report.first_warning is not None
+            self.stopped += report.stopped
+        self.calls_saved += len(report.saved)
         if first is not None:
             self.with_block_or_stop += 1
             self.first_block_indices.append(first.index)
-            self.calls_after_first_block_or_stop += report.calls_after_first_block_or_stop
+            self.calls_after_first_block_or_stop += calls - first.index - 1
         if report.succeeded:
             self.succeeded += 1
             self.succeeded_blocked += first is not None
-        self.tokens = _plus(self.tokens, report.tokens)
-        self.tokens_saved = _plus(self.tokens_saved, report.tokens_saved)
-        self.seconds = _plus(self.seconds, report.seconds)
-        self.seconds_saved = _plus(self.seconds_saved, report.seconds_saved)
+        if report.tokens is not None:
+            self.tokens = _plus(self.tokens, report.tokens)
+        if report.tokens_saved is not None:
+            self.tokens_saved = _plus(self.tokens_saved, report.tokens_saved)
+        if report.seconds is not None:
+            self.seconds = _plus(self.seconds, report.seconds)
+        if report.seconds_saved is not None:
+            self.seconds_saved = _plus(self.seconds_saved, report.seconds_saved)
 
     def as_dict(self) -> dict[str, Any]:
         """The ``summary`` object of the JSON contract (docs/analyze-json.md)."""
