@@ -7,19 +7,22 @@ memory store, plain lines for rich on a pipe); these tests put the two side by s
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwarden import LoopGuard, resolve_config
 from loopwarden._terminal import json_printable
-from loopwarden.analyze import report_json, runner
+from loopwarden.analyze import _forked, report_json, runner
 from loopwarden.analyze.replay import Replayer, ReplayStore
 from loopwarden.records import RunRecorder
 from loopwarden.transcripts import detect, iter_sources, read_transcripts
@@ -185,6 +188,51 @@ def test_workers_take_runs_of_about_equal_bytes() -> None:
         [7],
     ]
     assert len(runner._chunks(sources, [0] * 8, 4)) == 4  # empty files are spread too
+
+
+def _slow_square(number: int) -> int:
+    time.sleep(0.02 * (number % 3))  # the children finish out of order
+    return number * number
+
+
+def _fails_on_five(number: int) -> int:
+    if number == 5:
+        raise ValueError(f"task {number} is bad")
+    return number
+
+
+def _dies_on_two(number: int) -> int:
+    if number == 2:
+        os._exit(7)
+    return number
+
+
+def test_forked_workers_give_results_in_task_order() -> None:
+    assert list(_forked.forked_map(_slow_square, list(range(12)), 3)) == [n * n for n in range(12)]
+
+
+def test_an_exception_in_a_forked_worker_is_raised_with_its_traceback() -> None:
+    with pytest.raises(ValueError, match="task 5 is bad") as raised:
+        list(_forked.forked_map(_fails_on_five, list(range(8)), 2))
+    assert isinstance(raised.value.__cause__, _forked.WorkerTraceback)
+    assert "_fails_on_five" in str(raised.value.__cause__)
+
+
+def test_a_forked_worker_that_dies_is_reported() -> None:
+    with pytest.raises(RuntimeError, match=r"ended without sending its results.*exit status 7"):
+        list(_forked.forked_map(_dies_on_two, list(range(6)), 2))
+
+
+def test_jobs_reports_match_through_the_standard_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the forked workers are not used (no os.fork, or more tasks than they take) the
+    standard process pool runs the chunks: the same results."""
+    sources, _ = runner.collect_sources([str(data_path("samples"))])
+    configs = [resolve_config({"enabled": True})]
+    tasks = [([source], "auto", configs, None, ()) for source in sources]
+    forked = [r.reports for rs in runner._in_workers(tasks, 2) for r in rs]
+    monkeypatch.setattr(_forked, "MAX_TASKS", 0)
+    pooled = [r.reports for rs in runner._in_workers(tasks, 2) for r in rs]
+    assert forked == pooled and sum(map(len, forked)) > 0
 
 
 def test_small_inputs_are_analysed_in_process_whatever_jobs_says() -> None:

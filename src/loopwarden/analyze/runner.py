@@ -361,15 +361,26 @@ def _results(
             status = FileResult(source=source.path)
             yield status, iter_source(source, fmt, configs, status, record, fields)
         return
-    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: with --jobs only
-
     chunks = _chunks(sources, sizes, jobs * _CHUNKS_PER_WORKER)
     tasks = [(chunk, fmt, configs, record, fields) for chunk in chunks]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+    for results in _in_workers(tasks, min(jobs, len(tasks))):
+        for result in results:
+            yield result, result.reports
+
+
+def _in_workers(tasks: Sequence[_Task], workers: int) -> Iterator[list[FileResult]]:
+    """Each task's results, in task order, from ``workers`` worker processes."""
+    from loopwarden.analyze import _forked  # pickle, select: with --jobs only
+
+    if hasattr(os, "fork") and len(tasks) <= _forked.MAX_TASKS:
+        yield from _forked.forked_map(_analyze_chunk, tasks, workers)
+        return
+    # Without fork (or with very many tasks): the standard pool, its tasks pickled to it.
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
         # map() yields in submission order, whatever order the workers finish in.
-        for results in pool.map(_analyze_chunk, tasks):
-            for result in results:
-                yield result, result.reports
+        yield from pool.map(_analyze_chunk, tasks)
 
 
 POOL_MIN_BYTES = 4 << 20
@@ -411,9 +422,11 @@ def _chunks(sources: Sequence[Source], sizes: Sequence[int], count: int) -> list
     return chunks
 
 
-def _analyze_chunk(
-    task: tuple[list[Source], str, Sequence[ResolvedConfig], str | None, Fields],
-) -> list[FileResult]:
+_Task = tuple[list[Source], str, Sequence[ResolvedConfig], str | None, Fields]
+"""A worker's job: a run of sources, the format, the configs, the record file, the fields."""
+
+
+def _analyze_chunk(task: _Task) -> list[FileResult]:
     """A worker's job: analyse a run of sources, each as :func:`analyze_source` does."""
     sources, fmt, configs, record, fields = task
     return [analyze_source(source, fmt, configs, record, fields) for source in sources]
