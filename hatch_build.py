@@ -52,6 +52,10 @@ COMPILED = [
     # bases of those two Python classes: a tool call runs no interpreted frame between the
     # caller and the engine (docs/performance.md, the layers).
     "src/loopwarden/_per_call.py",
+    # The check that orjson read a document as the standard library would: a walk over every
+    # value of every transcript document `loopwarden analyze` reads (and of every message the
+    # MCP proxy parses); compiled, a third of its cost (docs/performance.md, analyze).
+    "src/loopwarden/_exact_json.py",
 ]
 # Build-only requirements of the compiled variant (the runtime dependencies are added too: mypy
 # follows the compiled modules' imports into config.py, pydantic, json5 and orjson).

@@ -7,20 +7,25 @@ memory store, plain lines for rich on a pipe); these tests put the two side by s
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwarden import LoopGuard, resolve_config
 from loopwarden._terminal import json_printable
-from loopwarden.analyze import report_json, runner
+from loopwarden.analyze import _forked, report_json, runner
 from loopwarden.analyze.replay import Replayer, ReplayStore
-from loopwarden.transcripts import iter_sources, read_transcripts
+from loopwarden.records import RunRecorder
+from loopwarden.transcripts import detect, iter_sources, read_transcripts
 from loopwarden.transcripts._io import loads_exact
 
 from _support import data_path
@@ -107,6 +112,45 @@ def test_the_replay_store_gives_the_memory_stores_reports_and_keeps_no_session()
         assert len(memory.guard.store) == len(trajectories)  # type: ignore[arg-type]
 
 
+def _recorded(db: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The runs and the events of a run-records file, times and row ids aside."""
+    with sqlite3.connect(db) as conn:
+        runs = conn.execute(
+            "SELECT session, run_key, agent_id, outcome, stop_reason FROM runs ORDER BY id"
+        ).fetchall()
+        events = conn.execute(
+            "SELECT runs.run_key, call, type, level, action, detector, count, tool_name, "
+            "events.agent_id, message, paired_tool_name, args_hash FROM events "
+            "JOIN runs ON runs.id = events.run ORDER BY events.id"
+        ).fetchall()
+    return runs, events
+
+
+def test_the_step_replay_gives_the_guards_reports_and_run_records(tmp_path: Path) -> None:
+    """With a replay store the analyzer runs the core's step directly on each trajectory's
+    session; through the guard's own methods (its memory store) every report, every run and
+    every loop event recorded (call numbers included) is the same, in both profiles."""
+    paths = iter_sources([data_path("samples"), data_path("eval")])
+    trajectories = [t for path in paths if detect(path).format for t in read_transcripts(path)]
+    actions: set[str] = set()
+    for profile in ("openclaw", "recommended"):
+        config = resolve_config({"enabled": True, "profile": profile})
+        found = []
+        for name, store in (("step", ReplayStore()), ("guard", None)):
+            db = tmp_path / f"{profile}-{name}.db"
+            recorder = RunRecorder(str(db), batch=500)
+            replayer = Replayer(LoopGuard(config, store=store), recorder)
+            reports = [replayer.replay(trajectory) for trajectory in trajectories]
+            recorder.close()
+            found.append((reports, _recorded(db)))
+        assert found[0] == found[1]
+        reports, (runs, events) = found[0]
+        assert len(runs) == len(trajectories)
+        actions.update(event[4] for event in events)
+    # Not vacuous: warnings, blocks and stops were decided and recorded.
+    assert {"warn", "block", "stop"} <= actions
+
+
 def test_a_json_report_to_a_file_does_not_load_rich(tmp_path: Path) -> None:
     """With stderr not a terminal, the messages are plain lines and rich is never imported;
     the line is the one rich wrote."""
@@ -144,6 +188,51 @@ def test_workers_take_runs_of_about_equal_bytes() -> None:
         [7],
     ]
     assert len(runner._chunks(sources, [0] * 8, 4)) == 4  # empty files are spread too
+
+
+def _slow_square(number: int) -> int:
+    time.sleep(0.02 * (number % 3))  # the children finish out of order
+    return number * number
+
+
+def _fails_on_five(number: int) -> int:
+    if number == 5:
+        raise ValueError(f"task {number} is bad")
+    return number
+
+
+def _dies_on_two(number: int) -> int:
+    if number == 2:
+        os._exit(7)
+    return number
+
+
+def test_forked_workers_give_results_in_task_order() -> None:
+    assert list(_forked.forked_map(_slow_square, list(range(12)), 3)) == [n * n for n in range(12)]
+
+
+def test_an_exception_in_a_forked_worker_is_raised_with_its_traceback() -> None:
+    with pytest.raises(ValueError, match="task 5 is bad") as raised:
+        list(_forked.forked_map(_fails_on_five, list(range(8)), 2))
+    assert isinstance(raised.value.__cause__, _forked.WorkerTraceback)
+    assert "_fails_on_five" in str(raised.value.__cause__)
+
+
+def test_a_forked_worker_that_dies_is_reported() -> None:
+    with pytest.raises(RuntimeError, match=r"ended without sending its results.*exit status 7"):
+        list(_forked.forked_map(_dies_on_two, list(range(6)), 2))
+
+
+def test_jobs_reports_match_through_the_standard_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the forked workers are not used (no os.fork, or more tasks than they take) the
+    standard process pool runs the chunks: the same results."""
+    sources, _ = runner.collect_sources([str(data_path("samples"))])
+    configs = [resolve_config({"enabled": True})]
+    tasks = [([source], "auto", configs, None, ()) for source in sources]
+    forked = [r.reports for rs in runner._in_workers(tasks, 2) for r in rs]
+    monkeypatch.setattr(_forked, "MAX_TASKS", 0)
+    pooled = [r.reports for rs in runner._in_workers(tasks, 2) for r in rs]
+    assert forked == pooled and sum(map(len, forked)) > 0
 
 
 def test_small_inputs_are_analysed_in_process_whatever_jobs_says() -> None:

@@ -10,7 +10,6 @@ the run is over: the remaining calls are not replayed, only counted.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -20,12 +19,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
 from loopwarden.analyze.spend import RunSpend, run_spend
+from loopwarden.core.events import LoopEvent
 from loopwarden.core.patterns import as_stop_message
-from loopwarden.guard import record_message
+from loopwarden.core.step import ALLOW, Judge, after_step, before_step, record_message
 from loopwarden.store import GuardSession
 from loopwarden.transcripts import MISSING, Compaction, ToolCall, Trajectory
 
 if TYPE_CHECKING:
+    import logging
+
     from loopwarden.records import RunRecorder
 
 # Per-call timeline codes, in rising severity: what the HTML timeline colours.
@@ -153,28 +155,36 @@ class TrajectoryReport:
 
     def to_json(self) -> dict[str, Any]:
         """The trajectory object of the ``--output json`` contract (docs/analyze-json.md)."""
-        warning = self.first_warning
+        if self.marks:
+            warning = self.first_warning
+            first = self.first_block_or_stop
+            events = [mark.to_event() for mark in self.marks if mark.action != "allow"]
+            loops = (self.warnings, self.blocks, self.stopped)
+        else:  # most runs: nothing to look for among the marks
+            warning = first = None
+            events = []
+            loops = (0, 0, False)
         return {
             "id": self.id,
             "source": self.source,
             "format": self.format,
             "succeeded": self.succeeded,
-            "calls": self.calls,
-            "warnings": self.warnings,
-            "blocks": self.blocks,
-            "stopped": self.stopped,
+            "calls": len(self.tools),
+            "warnings": loops[0],
+            "blocks": loops[1],
+            "stopped": loops[2],
             "first_warning": None if warning is None else warning.where(),
-            "first_block": _with_message(self.first_blocked_call),
-            "stop": _with_message(self.stop),
-            "calls_after_first_block_or_stop": self.calls_after_first_block_or_stop,
-            "calls_saved": self.calls_saved,
+            "first_block": None if first is None else _with_message(self.first_blocked_call),
+            "stop": None if first is None else _with_message(self.stop),
+            "calls_after_first_block_or_stop": 0 if first is None else self.calls - first.index - 1,
+            "calls_saved": len(self.saved),
             "cost": {
                 "tokens": self.tokens,
                 "tokens_saved": self.tokens_saved,
                 "seconds": self.seconds,
                 "seconds_saved": self.seconds_saved,
             },
-            "events": [mark.to_event() for mark in self.events],
+            "events": events,
             "spend": None if self.spend is None else self.spend.to_json(),
         }
 
@@ -239,15 +249,33 @@ class Replayer:
 
     With a ``recorder``, each run is written to the run records under the trajectory's own id
     (what ``loopwarden runs show ID`` looks up), each loop event with its call number.
+
+    When the guard keeps its sessions in a :class:`ReplayStore` (as the analyzer's do), each
+    call runs the core's step (:mod:`loopwarden.core.step`) directly on the trajectory's
+    session: what ``LoopGuard.before_tool_call`` and ``after_tool_call`` run inside their store
+    update, with the same judge, so the same decisions and events. The guard's shell around
+    the step (the store's update, the event log lines, which a replay silences anyway, and the
+    delivery to subscribers, here the recorder only) is a quarter of a replayed call's cost.
+    Runs start and end, and compactions arm, through the guard itself (once per trajectory).
+    Any other store is replayed through the guard's methods.
     """
 
     def __init__(self, guard: LoopGuard, recorder: RunRecorder | None = None) -> None:
         self.guard = guard
         self._sessions = 0
         self._call = 0  # the number of the call being replayed, counting from 1
+        self._recorder = recorder
+        store = guard.store
+        self._store = store if isinstance(store, ReplayStore) else None
+        # The judge LoopGuard builds from the same four settings (core/step.py).
+        self._judge = Judge(guard.config, guard.agent_id, guard.send_tools, guard.surface_warnings)
         if recorder is not None:
             guard.recorder = recorder  # the run starts and ends
-            guard.subscribe(lambda event: recorder.record_event(replace(event, call=self._call)))
+            guard.subscribe(self._record)
+
+    def _record(self, event: LoopEvent) -> None:
+        if self._recorder is not None:
+            self._recorder.record_event(replace(event, call=self._call))
 
     def replay(self, trajectory: Trajectory) -> TrajectoryReport:
         """Replay one trajectory and report what the guard did."""
@@ -264,6 +292,9 @@ class Replayer:
             succeeded=trajectory.succeeded,
         )
         self.guard.start_run(session, run_id)
+        # The session start_run created, for the core's step (None: through the guard).
+        state = None if self._store is None else self._store.peek(session)
+        where = (state, session, run_id)
         stopped = False
         cost = _Cost()
         for item in trajectory.items:
@@ -274,60 +305,91 @@ class Replayer:
                     self.guard.on_compaction_retry(session, run_id=run_id)
                 continue
             report.tools.append(item.tool)
-            cost.add(item, stopped and not item.refused)
+            if item.tokens is not None or item.at is not None:  # else nothing to add
+                cost.add(item, stopped and not item.refused)
             if stopped:
                 report.timeline.append(NOT_RUN)
                 if not item.refused:  # refused by the live hook: it did not run anyway
                     report.saved.append(len(report.tools) - 1)
                 continue
             report.timeline.append(OK)
-            stopped = self._replay_call((session, run_id), item, report)
+            stopped = self._replay_call(where, item, report)
             if stopped:
                 cost.stopped_at = item.at
         self.guard.end_run(session, run_id)
-        if isinstance(self.guard.store, ReplayStore):
-            self.guard.store.drop(session)  # never used again: one session per trajectory
+        if self._store is not None:
+            self._store.drop(session)  # never used again: one session per trajectory
         cost.fill(report)
         first = report.first_block_or_stop
         report.spend = run_spend(trajectory, None if first is None else first.index)
         return report
 
-    def _replay_call(
-        self, where: tuple[str, str], call: ToolCall, report: TrajectoryReport
-    ) -> bool:
-        """Replay one call of (session, run); True when the guard stopped the run after it."""
-        session, run_id = where
+    def _replay_call(self, where: _Where, call: ToolCall, report: TrajectoryReport) -> bool:
+        """Replay one call; True when the guard stopped the run after it."""
         index = len(report.tools) - 1
         self._call = index + 1
-        before = self.guard.before_tool_call(
-            session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
-        )
-        _note(report, index, call.tool, before)
-        _preview(report, index, call, before.action)
+        before = self._before(where, call)
+        if before is not ALLOW:  # a plain allow (most calls) is neither marked nor previewed
+            _note(report, index, call.tool, before)
+            _preview(report, index, call, before.action)
         if before.action in ("block", "stop") and not call.refused:
             report.saved.append(index)  # this call would not have run (and it did)
         if before.action == "stop":
             return True  # the guard ended the run instead of running this call
         if before.action == "block" or not call.has_outcome:
             return False
+        after = self._after(where, call)
+        if after is not ALLOW:
+            _note(report, index, call.tool, after)
+            _preview(report, index, call, after.action)
+        return after.action == "stop"
+
+    def _before(self, where: _Where, call: ToolCall) -> Decision:
+        """The decision before the call runs: the step on the session, else the guard's."""
+        state, session, run_id = where
+        if state is None:
+            return self.guard.before_tool_call(
+                session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
+            )
+        try:
+            decision, events = before_step(
+                self._judge, call.tool, call.params, run_id, call.tool_call_id, None, state
+            )
+        except Exception:  # as LoopGuard does: its own failure never refuses a call
+            return ALLOW
+        for event in events:
+            self._record(event)
+        return decision
+
+    def _after(self, where: _Where, call: ToolCall) -> Decision:
+        """The decision once the call's recorded outcome is in."""
+        state, session, run_id = where
         if call.result is MISSING:
             result, error = UNDEFINED, call.error
         else:
             result, error = call.result, None
-        after = self.guard.after_tool_call(
-            session,
-            call.tool,
-            call.params,
-            result=result,
-            error=error,
-            run_id=run_id,
-            tool_call_id=call.tool_call_id,
-            # A recorded error next to a result marks the call as failed.
-            failed=True if call.error is not None else None,
-        )
-        _note(report, index, call.tool, after)
-        _preview(report, index, call, after.action)
-        return after.action == "stop"
+        # A recorded error next to a result marks the call as failed.
+        failed = True if call.error is not None else None
+        if state is None:
+            return self.guard.after_tool_call(
+                session, call.tool, call.params, result=result, error=error, run_id=run_id,
+                tool_call_id=call.tool_call_id, failed=failed,
+            )  # fmt: skip
+        outcome = (result, error, failed)
+        try:
+            decision, events = after_step(
+                self._judge, call.tool, call.params, outcome, run_id, call.tool_call_id, None, state
+            )
+        except Exception:  # as LoopGuard does
+            return ALLOW
+        for event in events:
+            self._record(event)
+        return decision
+
+
+# Where a trajectory's calls go: the session to run the core's step on (None: through the
+# guard's methods), the session's key and the run.
+_Where = tuple[GuardSession | None, str, str]
 
 
 @dataclass(slots=True)
@@ -438,6 +500,12 @@ def quiet_guard_logs() -> Iterator[None]:
     Without this, Python's last-resort handler would print every warning and block of a big
     archive to stderr, and formatting them would dominate the replay time.
     """
+    if "logging" not in sys.modules:
+        # Nothing can have configured logging: a loopwarden logger first used during the
+        # replay loads it with a NullHandler on "loopwarden" (core/_lazylog.py), so nothing
+        # is printed either, and a replay that logs nothing (most) never loads it.
+        yield
+        return
     loggers = _guard_loggers()
     saved = [lg.disabled for lg in loggers]
     for lg in loggers:
@@ -460,6 +528,8 @@ def _guard_loggers() -> list[logging.Logger]:
     enters :func:`quiet_guard_logs` once per file, and the scan costs more than a small file.
     """
     global _LOGGERS
+    import logging
+
     known = logging.root.manager.loggerDict
     key = (len(known), len(sys.modules))
     if key != _LOGGERS[0]:

@@ -74,25 +74,31 @@ class Totals:
 
     def add(self, report: TrajectoryReport) -> None:
         """Count one trajectory's report."""
-        first_mark = report.first_block_or_stop
-        self.spend.add(report.spend, None if first_mark is None else first_mark.detector, report.id)
+        calls = len(report.tools)
+        # Most runs have no mark: their loop counts are all nought (no scan of the marks).
+        first = report.first_block_or_stop if report.marks else None
+        self.spend.add(report.spend, None if first is None else first.detector, report.id)
         self.trajectories += 1
-        self.calls += report.calls
-        self.with_warning += bool(report.warnings)
-        self.stopped += report.stopped
-        self.calls_saved += report.calls_saved
-        first = report.first_block_or_stop
+        self.calls += calls
+        if report.marks:
+            self.with_warning += report.first_warning is not None
+            self.stopped += report.stopped
+        self.calls_saved += len(report.saved)
         if first is not None:
             self.with_block_or_stop += 1
             self.first_block_indices.append(first.index)
-            self.calls_after_first_block_or_stop += report.calls_after_first_block_or_stop
+            self.calls_after_first_block_or_stop += calls - first.index - 1
         if report.succeeded:
             self.succeeded += 1
             self.succeeded_blocked += first is not None
-        self.tokens = _plus(self.tokens, report.tokens)
-        self.tokens_saved = _plus(self.tokens_saved, report.tokens_saved)
-        self.seconds = _plus(self.seconds, report.seconds)
-        self.seconds_saved = _plus(self.seconds_saved, report.seconds_saved)
+        if report.tokens is not None:
+            self.tokens = _plus(self.tokens, report.tokens)
+        if report.tokens_saved is not None:
+            self.tokens_saved = _plus(self.tokens_saved, report.tokens_saved)
+        if report.seconds is not None:
+            self.seconds = _plus(self.seconds, report.seconds)
+        if report.seconds_saved is not None:
+            self.seconds_saved = _plus(self.seconds_saved, report.seconds_saved)
 
     def as_dict(self) -> dict[str, Any]:
         """The ``summary`` object of the JSON contract (docs/analyze-json.md)."""
@@ -355,15 +361,26 @@ def _results(
             status = FileResult(source=source.path)
             yield status, iter_source(source, fmt, configs, status, record, fields)
         return
-    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: with --jobs only
-
     chunks = _chunks(sources, sizes, jobs * _CHUNKS_PER_WORKER)
     tasks = [(chunk, fmt, configs, record, fields) for chunk in chunks]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+    for results in _in_workers(tasks, min(jobs, len(tasks))):
+        for result in results:
+            yield result, result.reports
+
+
+def _in_workers(tasks: Sequence[_Task], workers: int) -> Iterator[list[FileResult]]:
+    """Each task's results, in task order, from ``workers`` worker processes."""
+    from loopwarden.analyze import _forked  # pickle, select: with --jobs only
+
+    if hasattr(os, "fork") and len(tasks) <= _forked.MAX_TASKS:
+        yield from _forked.forked_map(_analyze_chunk, tasks, workers)
+        return
+    # Without fork (or with very many tasks): the standard pool, its tasks pickled to it.
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
         # map() yields in submission order, whatever order the workers finish in.
-        for results in pool.map(_analyze_chunk, tasks):
-            for result in results:
-                yield result, result.reports
+        yield from pool.map(_analyze_chunk, tasks)
 
 
 POOL_MIN_BYTES = 4 << 20
@@ -405,9 +422,11 @@ def _chunks(sources: Sequence[Source], sizes: Sequence[int], count: int) -> list
     return chunks
 
 
-def _analyze_chunk(
-    task: tuple[list[Source], str, Sequence[ResolvedConfig], str | None, Fields],
-) -> list[FileResult]:
+_Task = tuple[list[Source], str, Sequence[ResolvedConfig], str | None, Fields]
+"""A worker's job: a run of sources, the format, the configs, the record file, the fields."""
+
+
+def _analyze_chunk(task: _Task) -> list[FileResult]:
     """A worker's job: analyse a run of sources, each as :func:`analyze_source` does."""
     sources, fmt, configs, record, fields = task
     return [analyze_source(source, fmt, configs, record, fields) for source in sources]

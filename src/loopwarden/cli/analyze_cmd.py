@@ -37,7 +37,7 @@ OUTPUTS = ("text", "json", "jsonl", "html")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``analyze`` command."""
     from loopwarden.transcripts import FORMATS
-    from loopwarden.transcripts.flat_jsonl import FIELDS
+    from loopwarden.transcripts._shapes import FLAT_JSONL_FIELDS as FIELDS
 
     parser = subparsers.add_parser(
         "analyze",
@@ -251,7 +251,7 @@ def _run(
 def parse_fields(specs: Sequence[str], fmt: str) -> tuple[tuple[str, str], ...]:
     """``--field KEY=NAME`` options as (KEY, NAME) pairs; :class:`ConfigError` when one is not
     of that shape, names an unknown KEY or a KEY twice, or comes with a format other than jsonl."""
-    from loopwarden.transcripts.flat_jsonl import FIELDS
+    from loopwarden.transcripts._shapes import FLAT_JSONL_FIELDS as FIELDS
 
     pairs: list[tuple[str, str]] = []
     for spec in specs:

@@ -8,22 +8,10 @@ JSONL formats are streamed line by line; document formats (one JSON value per fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts import (
-    anthropic,
-    claude_code,
-    codex,
-    flat_jsonl,
-    gemini_cli,
-    mini_swe_agent,
-    openai_chat,
-    openclaw,
-    openhands,
-    otlp,
-    swe_agent,
-)
 from loopwarden.transcripts.detect import Detected, detect, iter_sources
 from loopwarden.transcripts.model import (
     MISSING,
@@ -50,29 +38,21 @@ __all__ = [
     "read_transcripts",
 ]
 
-_Reader = Callable[[Path, Any], Iterator[Trajectory]]
-
-
-def _jsonl_only(reader: Callable[[Path], Iterator[Trajectory]]) -> _Reader:
-    def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
-        return reader(path)
-
-    return read
-
-
-_READERS: dict[str, _Reader] = {
-    "openclaw": _jsonl_only(openclaw.read),
-    "swe-agent": swe_agent.read,
-    "mini-swe-agent": mini_swe_agent.read,
-    "openai": openai_chat.read,
-    "anthropic": anthropic.read,
-    "tau-bench": openai_chat.read_tau_bench,
-    "openhands": openhands.read,
-    "claude-code": _jsonl_only(claude_code.read),
-    "codex": _jsonl_only(codex.read),
-    "gemini-cli": gemini_cli.read,
-    "jsonl": _jsonl_only(flat_jsonl.read),
-    "otlp": otlp.read,
+# Each format's reader: its module (imported when a file of the format is first met: a run
+# over one format loads one reader) and function, and whether it takes a parsed document.
+_READERS: dict[str, tuple[str, str, bool]] = {
+    "openclaw": ("openclaw", "read", False),
+    "swe-agent": ("swe_agent", "read", True),
+    "mini-swe-agent": ("mini_swe_agent", "read", True),
+    "openai": ("openai_chat", "read", True),
+    "anthropic": ("anthropic", "read", True),
+    "tau-bench": ("openai_chat", "read_tau_bench", True),
+    "openhands": ("openhands", "read", True),
+    "claude-code": ("claude_code", "read", False),
+    "codex": ("codex", "read", False),
+    "gemini-cli": ("gemini_cli", "read", True),
+    "jsonl": ("flat_jsonl", "read", False),
+    "otlp": ("otlp", "read", True),
 }
 
 FORMATS: tuple[str, ...] = tuple(_READERS)
@@ -120,14 +100,23 @@ def read_transcripts(
     renames the fields of the flat ``jsonl`` format (and implies it).
     """
     if fields:
-        return flat_jsonl.read(path, fields)
+        return _reader("flat_jsonl", "read")(path, fields)
     doc: Any = None
     if fmt == "auto":
         found = detect(path)
         if found.format is None:
             raise NotATranscript(str(path), found.reason)
         fmt, doc = found.format, found.doc
-    reader = _READERS.get(fmt)
-    if reader is None:
+    how = _READERS.get(fmt)
+    if how is None:
         raise ValueError(f"unknown transcript format {fmt!r}; choose from {', '.join(FORMATS)}")
-    return reader(path, doc)
+    module, function, takes_doc = how
+    read = _reader(module, function)
+    return read(path, doc) if takes_doc else read(path)
+
+
+def _reader(module: str, function: str) -> Callable[..., Iterator[Trajectory]]:
+    """A reader function, its module imported on first use."""
+    loaded = import_module(f"loopwarden.transcripts.{module}")
+    read: Callable[..., Iterator[Trajectory]] = getattr(loaded, function)
+    return read

@@ -32,22 +32,6 @@ FORMAT = "claude-code"
 _NOT_PROMPTS = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>")
 
 
-def looks_like(obj: dict[str, Any]) -> bool:
-    """True when a first line is a Claude Code transcript line (detection).
-
-    Message lines carry ``uuid`` (``summary`` lines a ``leafUuid``); a file may also start with
-    a bookkeeping line (``queue-operation``, ``file-history-snapshot``...) naming the session.
-    """
-    kind = obj.get("type")
-    if not isinstance(kind, str) or "payload" in obj or "projectHash" in obj:
-        return False  # Codex and Gemini CLI lines (checked by their own importers)
-    if any(key in obj for key in ("uuid", "parentUuid", "leafUuid")):
-        return True
-    if kind in ("user", "assistant", "system"):
-        return False  # a message line without a uuid is some other tool's log
-    return "sessionId" in obj or (kind == "file-history-snapshot" and "snapshot" in obj)
-
-
 def read(path: Path) -> Iterator[Trajectory]:
     """Import one Claude Code session file: one trajectory per user turn that made tool calls."""
     stem = path.name.split(".")[0]

@@ -23,7 +23,6 @@ from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, Transcri
 
 FORMAT = "codex"
 
-LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 _TURN_EVENTS = frozenset({"task_started", "turn_started"})
@@ -31,11 +30,6 @@ _TURN_EVENTS = frozenset({"task_started", "turn_started"})
 _VOLATILE = ("Chunk ID: ", "Wall time: ")
 _EXIT = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _ROLLOUT_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
-
-
-def looks_like(obj: dict[str, Any]) -> bool:
-    """True when a first line is a Codex rollout line (detection)."""
-    return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict)
 
 
 def read(path: Path) -> Iterator[Trajectory]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwarden.transcripts import claude_code, codex, gemini_cli, openhands, otlp
+from loopwarden.transcripts import _shapes
 from loopwarden.transcripts._io import iter_lines, load_json, open_text
 from loopwarden.transcripts.model import TranscriptError
 
@@ -50,7 +50,7 @@ class Detected:
 
 def detect(path: Path) -> Detected:
     """Work out which transcript format a file (or OpenHands conversation directory) holds."""
-    if openhands.is_conversation_dir(path):
+    if _shapes.openhands_conversation_dir(path):
         return Detected("openhands")
     name = path.name
     if any(marker in name for marker in _NOT_TRANSCRIPT_MARKERS) or ".checkpoint." in name:
@@ -88,8 +88,8 @@ def _first_line(path: Path) -> str | None:
 
 def _detect_line(obj: dict[str, Any]) -> Detected | None:
     """Recognise a JSONL format from its first object; None when it may be a one-line document."""
-    if otlp.looks_like(obj):  # the collector's file exporter: one export per line
-        return Detected(otlp.FORMAT)
+    if _shapes.otlp_export(obj):  # the collector's file exporter: one export per line
+        return Detected("otlp")
     kind = obj.get("type")
     if kind == "session" or (kind in _OPENCLAW_ENTRY_TYPES and "parentId" in obj):
         return Detected("openclaw")
@@ -101,9 +101,13 @@ def _detect_line(obj: dict[str, Any]) -> Detected | None:
         return Detected(None, "a run-metadata file (no tool calls)")
     if isinstance(obj.get("kind"), str) and "source" in obj and "timestamp" in obj:
         return Detected("openhands")
-    for module in (codex, gemini_cli, claude_code):  # the coding CLIs' session logs
-        if module.looks_like(obj):
-            return Detected(module.FORMAT)
+    # The coding CLIs' session logs.
+    if _shapes.codex_line(obj):
+        return Detected("codex")
+    if _shapes.gemini_cli_session(obj):
+        return Detected("gemini-cli")
+    if _shapes.claude_code_line(obj):
+        return Detected("claude-code")
     if isinstance(obj.get("messages"), list) and not _is_doc(obj):
         return _chat(obj["messages"])
     if isinstance(obj.get("role"), str):
@@ -117,10 +121,12 @@ def _is_doc(obj: dict[str, Any]) -> bool:
 
 
 def _detect_doc(doc: Any) -> Detected:
-    if gemini_cli.is_checkpoint(doc) or (isinstance(doc, dict) and gemini_cli.looks_like(doc)):
+    if _shapes.gemini_cli_checkpoint(doc) or (
+        isinstance(doc, dict) and _shapes.gemini_cli_session(doc)
+    ):
         return Detected("gemini-cli", doc=doc)
-    if otlp.looks_like(doc):
-        return Detected(otlp.FORMAT, doc=doc)
+    if _shapes.otlp_export(doc):
+        return Detected("otlp", doc=doc)
     if isinstance(doc, dict):
         if isinstance(doc.get("trajectory"), list) and ("history" in doc or "info" in doc):
             return Detected("swe-agent", doc=doc)
@@ -170,7 +176,7 @@ def iter_sources(paths: Iterable[Path]) -> Iterator[Path]:
     An OpenHands conversation directory is one source. Missing paths raise TranscriptError.
     """
     for path in paths:
-        if openhands.is_conversation_dir(path) or path.is_file():
+        if _shapes.openhands_conversation_dir(path) or path.is_file():
             yield path
         elif path.is_dir():
             yield from _walk(path)
@@ -183,7 +189,7 @@ def _walk(root: Path) -> Iterator[Path]:
         here = Path(dirpath)
         dirnames.sort()
         for name in list(dirnames):
-            if openhands.is_conversation_dir(here / name):
+            if _shapes.openhands_conversation_dir(here / name):
                 dirnames.remove(name)
                 yield here / name
         for name in sorted(filenames):

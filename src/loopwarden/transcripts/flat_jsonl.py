@@ -15,10 +15,6 @@ from loopwarden.transcripts.model import MISSING, Compaction, ToolCall, Trajecto
 
 FORMAT = "jsonl"
 
-FIELDS = ("trajectory", "tool", "args", "result", "error", "step", "compaction")
-"""The fields of a line; ``--field KEY=NAME`` reads one of them from another name (``a.b``: the
-field ``b`` of the object ``a``)."""
-
 Fields = Mapping[str, str]
 
 

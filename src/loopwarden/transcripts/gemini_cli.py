@@ -26,6 +26,7 @@ from typing import Any
 
 from loopwarden.transcripts._hook_answers import mark_refused, without_hook_context
 from loopwarden.transcripts._io import as_dict, iter_jsonl, load_json, token_sum, usage_of
+from loopwarden.transcripts._shapes import gemini_cli_checkpoint as is_checkpoint
 from loopwarden.transcripts._turns import TurnSplitter
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError, Usage
 
@@ -35,22 +36,6 @@ FORMAT = "gemini-cli"
 _PGID = re.compile(r"^Process Group PGID: .*\n?", re.M)
 # ... and ends with the exit code: a failed command is a successful tool call otherwise.
 _EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)$", re.M)
-
-
-def looks_like(obj: dict[str, Any]) -> bool:
-    """True for a session file's first record (JSONL) or a whole legacy session document."""
-    return isinstance(obj.get("sessionId"), str) and "projectHash" in obj
-
-
-def is_checkpoint(doc: Any) -> bool:
-    """True for a ``/chat save`` checkpoint: a list of ``{role, parts}`` (or ``{history}``)."""
-    history = doc.get("history") if isinstance(doc, dict) else doc
-    return (
-        isinstance(history, list)
-        and bool(history)
-        and all(isinstance(item, dict) and isinstance(item.get("parts"), list) for item in history)
-        and all(isinstance(item.get("role"), str) for item in history)
-    )
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ from loopwarden.transcripts._io import (
     total,
     usage_of,
 )
+from loopwarden.transcripts._shapes import openhands_conversation_dir as is_conversation_dir
 from loopwarden.transcripts.model import MISSING, CallLinker, ToolCall, Trajectory
 
 FORMAT = "openhands"
@@ -32,11 +33,6 @@ FORMAT = "openhands"
 # Keys the SDK adds to the model's arguments that vary between otherwise identical calls.
 _ANNOTATION_KEYS = ("security_risk", "summary")
 _EVENT_FILE_RE = re.compile(r"event-(\d+)")
-
-
-def is_conversation_dir(path: Path) -> bool:
-    """True for a persisted conversation directory (``base_state.json`` + ``events/``)."""
-    return path.is_dir() and (path / "base_state.json").is_file() and (path / "events").is_dir()
 
 
 def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:

@@ -26,17 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from loopwarden.transcripts._io import iter_lines, load_json, open_text, usage_of, warn_read
+from loopwarden.transcripts._shapes import otlp_export as looks_like
 from loopwarden.transcripts.model import MISSING, ToolCall, Trajectory, TranscriptError, Usage
 
 FORMAT = "otlp"
 
 _ERROR_CODES = (2, "STATUS_CODE_ERROR")
 _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-
-
-def looks_like(obj: Any) -> bool:
-    """Whether a JSON object is an OTLP traces export (one line of the file exporter, or all)."""
-    return isinstance(obj, dict) and isinstance(obj.get("resourceSpans"), list)
 
 
 def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:

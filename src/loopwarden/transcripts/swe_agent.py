@@ -40,7 +40,11 @@ def read(path: Path, doc: Any = None) -> Iterator[Trajectory]:
             continue  # 1.x forced exit: the exit message is in thought/response
         if wanted in _PSEUDO_ACTIONS:
             continue
-        match, cursor = _match(structured, cursor, wanted)
+        if cursor < len(structured) and structured[cursor][0] == wanted:  # the usual case
+            match: ToolCall | None = structured[cursor][1]
+            cursor += 1
+        else:
+            match, cursor = _match(structured, cursor, wanted)
         call = match or ToolCall(tool=wanted.split()[0], params={"command": wanted})
         call.tool_call_id = call.tool_call_id or f"{stem}:{index}"
         observation = step.get("observation")
@@ -78,17 +82,14 @@ def _history_calls(history: Any) -> list[tuple[str, ToolCall]]:
         action = item.get("action")
         if not isinstance(tool_calls, list) or not tool_calls or not isinstance(action, str):
             continue
-        first = as_dict(tool_calls[0])
-        function = as_dict(first.get("function"))
-        name = function.get("name")
+        first = tool_calls[0]
+        function = first.get("function") if isinstance(first, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
         if not isinstance(name, str):
             continue
         call_id = first.get("id")
-        call = ToolCall(
-            tool=name,
-            params=parse_arguments(function.get("arguments")),
-            tool_call_id=str(call_id) if call_id is not None else None,
-        )
+        arguments = parse_arguments(function.get("arguments"))  # type: ignore[union-attr]
+        call = ToolCall(name, arguments, str(call_id) if call_id is not None else None)
         calls.append((action.strip(), call))
     return calls
 
