@@ -50,13 +50,13 @@ from loopwarden.mcp_proxy._guarding import (
     EventsFile,
     ToolCall,
     blocked_call_result,
+    never_waits,
     outcome_of,
     result_problem,
     stopped_call_result,
     text_result,
     with_notes,
 )
-from loopwarden.store import MemoryStore
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
@@ -269,8 +269,8 @@ class Relay:
         self.exit_code: asyncio.Future[int] = self._loop.create_future()
         self.closing = False
         # Messages handled in the callback that read them (see LinePump) when nothing on
-        # their way needs a task: the in-memory store and the stdio link never do.
-        self._inline = isinstance(guard.store, MemoryStore) and self.spec.url is None
+        # their way needs a task: the stdio link and a guard that never waits.
+        self._inline = never_waits(guard) and self.spec.url is None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
