@@ -1,13 +1,18 @@
-"""The relay's line reader over a real pipe: lines whole and in order, reading paused while too
-many wait for the relay (backpressure), never while a long line is still arriving."""
+"""The relay's line reader and pump over a real pipe: lines whole and in order, reading paused
+while too many wait for the relay (backpressure), never while a long line is still arriving;
+a line whose handling must wait holds the later ones back until it is done, in order."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import threading
+from collections.abc import Coroutine
+from typing import Any
 
-from loopwarden.mcp_proxy._downstream import CHUNK, LineProtocol, LineReader
+import pytest
+
+from loopwarden.mcp_proxy._downstream import CHUNK, LineProtocol, LinePump, LineReader
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -16,11 +21,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-async def _read_pipe(data: bytes, *, slow: bool) -> tuple[list[bytes], bool]:
-    """Lines read from a pipe ``data`` is written into; whether reading paused meanwhile."""
+async def _read_pipe(data: bytes, *, slow: bool, inline: bool = True) -> tuple[list[bytes], bool]:
+    """Lines read from a pipe ``data`` is written into; whether reading paused meanwhile.
+
+    ``slow``: handling the first line waits until the writer is held up (the relay busy with
+    a message, e.g. on a full pipe), so whole lines pile up behind it.
+    """
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
-    lines = LineReader(loop)
+    lines = LineReader()
     transport, _ = await loop.connect_read_pipe(
         lambda: LineProtocol(lines), os.fdopen(read_fd, "rb", closefd=True)
     )
@@ -30,27 +39,44 @@ async def _read_pipe(data: bytes, *, slow: bool) -> tuple[list[bytes], bool]:
         os.close(write_fd)
 
     thread = threading.Thread(target=writer)
-    thread.start()
     paused = False
     got: list[bytes] = []
-    try:
-        if slow:  # the relay busy elsewhere: whole lines pile up
+    ended: asyncio.Future[BaseException | None] = loop.create_future()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def handle(line: bytes) -> None:
+        nonlocal paused
+        if slow and not got:
             for _ in range(200):
                 await asyncio.sleep(0.01)
                 if not transport.is_reading() and thread.is_alive():  # the writer waits
                     paused = True
                     break
-        while (line := await lines.next()) is not None:
-            got.append(line)
+        got.append(line)
+
+    async def end(exc: BaseException | None) -> None:
+        ended.set_result(exc)
+
+    def spawn(work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    LinePump(lines, handle, end, spawn, inline=inline)
+    thread.start()
+    try:
+        assert await ended is None
     finally:
         transport.close()
         await asyncio.to_thread(thread.join)
     return got, paused
 
 
-def test_many_waiting_lines_pause_reading_and_all_arrive_in_order() -> None:
+@pytest.mark.parametrize("inline", [True, False])
+def test_many_waiting_lines_pause_reading_and_all_arrive_in_order(inline: bool) -> None:
     sent = [b'{"id":%d,"text":"%s"}' % (n, b"x" * 200) for n in range(20_000)]  # about 4.4 MB
-    got, paused = asyncio.run(_read_pipe(b"\n".join(sent) + b"\n\n  \n", slow=True))
+    data = b"\n".join(sent) + b"\n\n  \n"
+    got, paused = asyncio.run(_read_pipe(data, slow=True, inline=inline))
     assert got == sent
     assert paused  # more than 2 MiB waited in whole lines: the pipe was left to fill
 

@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -92,11 +92,15 @@ class Link(Protocol):
     async def send(self, message: bytes) -> None:
         """Send one message (no newline); raises :class:`DownstreamUnavailable` when gone."""
 
-    async def receive(self) -> bytes | None:
-        """The next message from the server, or None once the connection has ended."""
+    def deliver(self, handle: Handler, end: EndHandler, spawn: Spawn, *, inline: bool) -> None:
+        """Hand each message from the server to ``handle``, in order; then ``end`` once.
+
+        ``inline``: a message may be handled in the callback that read it (see
+        :class:`LinePump`), when nothing the handler runs needs a task of its own.
+        """
 
     async def end_reason(self) -> str:
-        """Why :meth:`receive` returned None, for messages (called once, after the end)."""
+        """Why the messages ended, for the log (called once, after the end)."""
 
     def diagnostics(self) -> str:
         """Extra lines for the log when the connection ended (the server's last stderr)."""
@@ -109,25 +113,24 @@ class LineReader:
     """Newline-delimited messages from a byte stream, split as its bytes arrive.
 
     A protocol feeds it (``feed_data``, ``feed_eof``, ``set_exception``, as it would a
-    ``StreamReader``), and the relay takes whole lines with :meth:`next`. Why not a
-    ``StreamReader``: ``readline``'s limit must exceed the largest message, and a stream buffer
-    that large stops applying backpressure; ``read`` copies each chunk into its buffer and out
-    again, through several calls per message. Here a chunk is split where it lands; only the
-    message being assembled grows, once, with one join at its end. Reading pauses while more
-    than 2 MiB wait in whole lines the relay has not taken, never while it waits for the rest
-    of a line.
+    ``StreamReader``); its listener (a :class:`LinePump`) is told when whole lines are ready and
+    takes them with :meth:`take`. Why not a ``StreamReader``: ``readline``'s limit must exceed
+    the largest message, and a stream buffer that large stops applying backpressure; ``read``
+    copies each chunk into its buffer and out again, through several calls per message. Here a
+    chunk is split where it lands; only the message being assembled grows, once, with one join
+    at its end. Reading pauses while more than 2 MiB wait in whole lines nobody has taken,
+    never while the rest of a line is awaited.
 
     Nothing is passed on before a line is whole: a server that dies while writing a large
     answer leaves a piece, returned at the end of the stream like a last line without its
     newline, which the relay forwards only if it parses as a message (a piece never does).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
         self._parts: list[bytes] = []
         self._ready: deque[bytes] = deque()
         self._held = 0  # bytes in _parts and _ready
-        self._waiter: asyncio.Future[None] | None = None
+        self._listener: Callable[[], None] | None = None
         self._eof = False
         self._exception: BaseException | None = None
         self._transport: asyncio.ReadTransport | None = None
@@ -137,44 +140,48 @@ class LineReader:
         """The transport to pause while too much waits (none for a thread's feed)."""
         self._transport = transport
 
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever lines are ready or the stream ends (now, if they are)."""
+        self._listener = listener
+        if self._ready or self._eof or self._exception is not None:
+            listener()
+
     def feed_data(self, chunk: bytes) -> None:
         """Take the bytes that arrived."""
         self._held += len(chunk)
         self._split(chunk)
         if not self._ready:
             return
-        self._wake()
         if self._held > _PAUSE_AT and self._transport is not None and not self._paused:
             self._paused = True
             self._transport.pause_reading()
+        self._tell()
 
     def feed_eof(self) -> None:
         """The stream has ended."""
         self._eof = True
-        self._wake()
+        self._tell()
 
     def set_exception(self, exc: BaseException) -> None:
-        """The stream failed: :meth:`next` raises ``exc`` once the whole lines are taken."""
+        """The stream failed: :meth:`take` raises ``exc`` once the whole lines are taken."""
         self._exception = exc
-        self._wake()
+        self._tell()
 
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+    def _tell(self) -> None:
+        if self._listener is not None:
+            self._listener()
 
-    async def next(self) -> bytes | None:
-        """The next non-blank line without its newline; None at the end of the stream."""
+    def take(self) -> bytes | None:
+        """The next non-blank line without its newline; None when no line is ready.
+
+        At the end of the stream the last piece (a line without its newline) comes once, then
+        :attr:`ended` is true; if the stream failed, its exception is raised instead.
+        """
         ready = self._ready
-        while not ready:
+        if not ready:
             if self._exception is not None:
                 raise self._exception
-            if self._eof:
-                return self._tail()
-            self._waiter = self._loop.create_future()
-            await self._waiter
+            return self._tail() if self._eof else None
         line = ready.popleft()
         self._held -= len(line) + 1
         if self._paused and not ready:
@@ -182,6 +189,11 @@ class LineReader:
             if self._transport is not None:
                 self._transport.resume_reading()
         return line
+
+    @property
+    def ended(self) -> bool:
+        """Whether the stream has ended and every line of it was taken."""
+        return self._eof and not self._ready and not self._parts
 
     def _tail(self) -> bytes | None:
         tail = b"".join(self._parts)
@@ -212,6 +224,123 @@ class LineReader:
             parts.append(chunk[start:] if start else chunk)
 
 
+Handler = Callable[[bytes], Coroutine[Any, Any, None]]
+"""What handles one message (its bytes, without the newline)."""
+
+EndHandler = Callable[[BaseException | None], Coroutine[Any, Any, None]]
+"""What runs once the messages have ended: with the exception that ended them, if any."""
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+"""Runs a coroutine in a task (the relay's, which it cancels at shutdown)."""
+
+
+class LinePump:
+    """Hands each line of a :class:`LineReader` to a handler, in order, one line at a time.
+
+    Why not a task that awaits each line: waking it costs the event loop one more pass per
+    message (a pass is a system call and a round of callbacks), on the path of every call.
+    With ``inline``, a line is handled in the callback that read it, as far as the handler
+    goes without waiting; only a handler that must wait (a full pipe, a restart, a lock held by
+    a thread) goes on in a task, which then handles the lines that came meanwhile. Without
+    ``inline`` every line is handled in a task: for handlers that need one from the start
+    (``asyncio.timeout`` and anyio's cancel scopes refuse to run outside a task, and an async
+    store over the network or the HTTP link use them).
+    """
+
+    def __init__(
+        self, lines: LineReader, handle: Handler, end: EndHandler, spawn: Spawn, *, inline: bool
+    ) -> None:
+        self._lines = lines
+        self._handle = handle
+        self._end = end
+        self._spawn = spawn
+        self._inline = inline
+        self._busy = False  # a task is handling lines: the others wait for it
+        self._stopped = False
+        lines.listen(self._kick)
+
+    def stop(self) -> None:
+        """Handle no more lines (the relay is shutting down)."""
+        self._stopped = True
+
+    def _kick(self) -> None:
+        if self._busy or self._stopped:
+            return
+        lines = self._lines
+        try:
+            while (line := lines.take()) is not None:
+                work = self._handle(line)
+                if not self._inline:
+                    self._carry_on(work)
+                    return
+                try:
+                    waits_for = work.send(None)
+                except StopIteration:
+                    continue
+                self._carry_on(_Resumed(work, waits_for))
+                return
+        except Exception as exc:  # the handler failed, or the stream did
+            self._finish(exc)
+            return
+        if lines.ended:
+            self._finish(None)
+
+    def _carry_on(self, work: Awaitable[None]) -> None:
+        self._busy = True
+        self._spawn(self._in_task(work))
+
+    async def _in_task(self, work: Awaitable[None]) -> None:
+        try:
+            await work
+            while not self._stopped and (line := self._lines.take()) is not None:
+                await self._handle(line)
+        except Exception as exc:
+            self._finish(exc)
+            return
+        self._busy = False
+        if self._lines.ended:
+            self._finish(None)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._spawn(self._end(exc))
+
+
+class _Resumed:
+    """A coroutine started outside any task that had to wait: awaiting this carries it on.
+
+    What it waits for (a future, or None for a bare yield) is passed up to the task, which
+    resumes it when that is done, exactly as if the coroutine had been awaited in the task
+    from the start (the same delegation as ``yield from``).
+    """
+
+    __slots__ = ("_coro", "_waits_for")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], waits_for: Any) -> None:
+        self._coro = coro
+        self._waits_for = waits_for
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, value = self._coro, self._waits_for
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # e.g. the task was cancelled: the coroutine decides
+                try:
+                    value = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration:
+                    return
+
+
 class LineProtocol(asyncio.Protocol):
     """Feeds a read pipe's bytes to a :class:`LineReader`."""
 
@@ -239,51 +368,23 @@ class LineProtocol(asyncio.Protocol):
             self._lines.set_exception(exc)
 
 
-class _ServerProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """The server process's protocol: its stdout goes to a :class:`LineReader`, the rest as
-    ``asyncio.create_subprocess_exec`` has it (stdin a ``StreamWriter``, stderr a reader)."""
-
-    def __init__(self, lines: LineReader, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=CHUNK, loop=loop)
-        self.lines = lines
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """As the base class; reading the server's stdout may be paused."""
-        super().connection_made(transport)
-        if isinstance(transport, asyncio.SubprocessTransport):
-            stdout = transport.get_pipe_transport(1)
-            if isinstance(stdout, asyncio.ReadTransport):
-                self.lines.set_transport(stdout)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        """The server's stdout to the lines; its stderr as the base class has it."""
-        if fd == 1 and isinstance(data, bytes):
-            self.lines.feed_data(data)
-        else:
-            super().pipe_data_received(fd, data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        """As the base class (which closes the transport once every pipe is closed)."""
-        if fd == 1:
-            if exc is None:
-                self.lines.feed_eof()
-            else:
-                self.lines.set_exception(exc)
-        super().pipe_connection_lost(fd, exc)
-
-
 class StdioLink:
     """The wrapped server as a child process: its stdin and stdout carry the messages."""
 
     carries_batches = True
 
     def __init__(
-        self, spec: DownstreamSpec, process: asyncio.subprocess.Process, lines: LineReader
+        self,
+        spec: DownstreamSpec,
+        process: asyncio.subprocess.Process,
+        stdout: asyncio.ReadTransport,
+        lines: LineReader,
     ) -> None:
         self.spec = spec
         self._process = process
         assert process.stdin is not None
         self._stdin = process.stdin
+        self._stdout = stdout
         self._lines = lines
         self._tail: deque[str] = deque(maxlen=_STDERR_TAIL)
         self._stderr_task = asyncio.ensure_future(self._relay_stderr())
@@ -293,36 +394,44 @@ class StdioLink:
     @classmethod
     async def start(cls, spec: DownstreamSpec) -> StdioLink:
         """Start the server; raises :class:`DownstreamUnavailable` when it cannot start."""
+        loop = asyncio.get_running_loop()
+        # Why a pipe of our own for its stdout, not stdout=PIPE: asyncio's subprocess
+        # transport hands each read to its protocol in a later pass of the event loop, one
+        # more pass per answer; a pipe read as any other is handed over in the pass that read it.
+        read_fd, write_fd = os.pipe()
         try:
             # The child inherits the proxy's environment: users put API keys in the client's
             # "env" block, and the wrapped server is the one that needs them.
-            # asyncio.create_subprocess_exec, with the server's stdout read into lines.
-            loop = asyncio.get_running_loop()
-            lines = LineReader(loop)
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ServerProtocol(lines, loop),
+            process = await asyncio.create_subprocess_exec(
                 *spec.command,
                 stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+                stdout=write_fd,
                 stderr=asyncio.subprocess.PIPE,
+                limit=CHUNK,
                 **_OWN_GROUP,
             )
-            process = asyncio.subprocess.Process(transport, protocol, loop)
         except FileNotFoundError as exc:
+            os.close(read_fd)
             raise DownstreamUnavailable(
                 f"could not start the MCP server {spec.describe()!r}: command not found "
                 f"({exc.filename or spec.command[0]}); check the command and your PATH"
             ) from None
         except OSError as exc:
+            os.close(read_fd)
             raise DownstreamUnavailable(
                 f"could not start the MCP server {spec.describe()!r}: {exc.strerror or exc}"
             ) from None
-        for fd in (0, 1):
-            pipe = transport.get_pipe_transport(fd)
-            info = pipe.get_extra_info("pipe") if pipe is not None else None
-            if info is not None:
-                widen_pipe(info.fileno())
-        return cls(spec, process, lines)
+        finally:
+            os.close(write_fd)  # the server holds it now: its exit ends our reading
+        lines = LineReader()
+        stdout, _ = await loop.connect_read_pipe(
+            lambda: LineProtocol(lines), os.fdopen(read_fd, "rb", buffering=0)
+        )
+        widen_pipe(read_fd)
+        stdin = process.stdin.get_extra_info("pipe") if process.stdin is not None else None
+        if stdin is not None:
+            widen_pipe(stdin.fileno())
+        return cls(spec, process, stdout, lines)
 
     @property
     def pid(self) -> int:
@@ -342,9 +451,9 @@ class StdioLink:
                 except (ConnectionError, RuntimeError) as exc:
                     raise DownstreamUnavailable(f"writing to it failed ({exc})") from None
 
-    async def receive(self) -> bytes | None:
-        """The next line from the server's stdout."""
-        return await self._lines.next()
+    def deliver(self, handle: Handler, end: EndHandler, spawn: Spawn, *, inline: bool) -> None:
+        """Each line of the server's stdout to ``handle`` (see :class:`LinePump`)."""
+        LinePump(self._lines, handle, end, spawn, inline=inline)
 
     async def end_reason(self) -> str:
         """The exit status, once the process has exited (it is stopped if it lingers)."""
@@ -382,6 +491,7 @@ class StdioLink:
                 pass
         # Helpers the server started (npx starts node) must not outlive it.
         _kill_group(process.pid, signal.SIGTERM)
+        self._stdout.close()
         try:
             await asyncio.wait_for(self._stderr_task, 2.0)
         except (asyncio.TimeoutError, asyncio.CancelledError):  # pragma: no cover

@@ -15,7 +15,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from loopwarden.mcp_proxy._downstream import DownstreamSpec, DownstreamUnavailable
+from loopwarden.mcp_proxy._downstream import (
+    DownstreamSpec,
+    DownstreamUnavailable,
+    EndHandler,
+    Handler,
+    Spawn,
+)
 
 _log = logging.getLogger("loopwarden.mcp_proxy")
 
@@ -207,9 +213,19 @@ class HttpLink:
                 f"no answer to 'initialize' within {self.spec.connect_timeout:g} s"
             ) from None
 
-    async def receive(self) -> bytes | None:
-        """The next message the transport received."""
-        return await self._incoming.get()
+    def deliver(self, handle: Handler, end: EndHandler, spawn: Spawn, *, inline: bool) -> None:
+        """Each message the transport receives to ``handle``, in a task (the SDK's streams
+        need one: ``inline`` is not taken)."""
+        spawn(self._deliver(handle, end))
+
+    async def _deliver(self, handle: Handler, end: EndHandler) -> None:
+        try:
+            while (message := await self._incoming.get()) is not None:
+                await handle(message)
+        except Exception as exc:  # a transport failure: this connection is over
+            await end(exc)
+            return
+        await end(None)
 
     async def end_reason(self) -> str:
         """Why the session ended."""

@@ -38,6 +38,7 @@ from loopwarden.mcp_proxy._downstream import (
     DownstreamSpec,
     DownstreamUnavailable,
     LineProtocol,
+    LinePump,
     LineReader,
     Link,
     StdioLink,
@@ -49,6 +50,7 @@ from loopwarden.mcp_proxy._guarding import (
     EventsFile,
     ToolCall,
     blocked_call_result,
+    never_waits,
     outcome_of,
     result_problem,
     stopped_call_result,
@@ -266,6 +268,9 @@ class Relay:
         self._answers_batches = False  # the server answered a request sent in a batch
         self.exit_code: asyncio.Future[int] = self._loop.create_future()
         self.closing = False
+        # Messages handled in the callback that read them (see LinePump) when nothing on
+        # their way needs a task: the stdio link and a guard that never waits.
+        self._inline = never_waits(guard) and self.spec.url is None
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -276,7 +281,12 @@ class Relay:
         self._generations += 1
         generation = _Generation(link, self._generations)
         self._generation = generation
-        self._spawn(self._pump_server(generation))
+        link.deliver(
+            partial(self._from_server, generation),
+            partial(self._server_ended, generation),
+            self._spawn,
+            inline=self._inline,
+        )
         return generation
 
     def _spawn(self, coroutine: Any) -> None:
@@ -306,16 +316,27 @@ class Relay:
         return f"the MCP server {self.spec.describe()!r} is not available: {reason}"
 
     # ------------------------------------------------------------ client -> server
-    async def pump_client(self, lines: LineReader) -> None:
-        """Relay the client's messages until it disconnects."""
-        while (line := await lines.next()) is not None:
-            message = _parse(line)
-            if isinstance(message, list):  # a JSON-RPC batch (protocol 2025-03-26)
-                await self._client_batch(line, message)
-                continue
-            forward = await self._from_client(message, line, None)
-            if forward is not None:
-                await self._to_current(forward)
+    def pump_client(self, lines: LineReader) -> LinePump:
+        """Relay the client's messages until it disconnects (then the proxy finishes)."""
+        return LinePump(
+            lines, self._client_line, self._client_ended, self._spawn, inline=self._inline
+        )
+
+    async def _client_line(self, line: bytes) -> None:
+        message = _parse(line)
+        if isinstance(message, list):  # a JSON-RPC batch (protocol 2025-03-26)
+            await self._client_batch(line, message)
+            return
+        forward = await self._from_client(message, line, None)
+        if forward is not None:
+            await self._to_current(forward)
+
+    async def _client_ended(self, exc: BaseException | None) -> None:
+        """The client's input ended (or relaying it failed): finish, once it is answered."""
+        if exc is not None:
+            _log.error("relaying the client's messages failed", exc_info=exc)
+            self.finish(1)
+            return
         if self._pending:
             # A client may send its requests and close its input at once (`printf ... |`):
             # each request that arrived is answered first, each within its own timeout.
@@ -326,6 +347,7 @@ class Relay:
             while self._awaited() and not self.out.closed and not self.closing:
                 await asyncio.sleep(_DRAIN_POLL)
         _log.info("the MCP client disconnected; shutting down")
+        self.finish(0)
 
     def _awaited(self) -> bool:
         """Whether an answer is still to come after the client's input ended.
@@ -453,13 +475,15 @@ class Relay:
             _log.debug("could not write to the server: %s", exc)
 
     # ------------------------------------------------------------ server -> client
-    async def _pump_server(self, generation: _Generation) -> None:
+    async def _server_ended(self, generation: _Generation, exc: BaseException | None) -> None:
+        """The server's messages ended: ``exc`` when a transport failure ended them."""
         link = generation.link
-        try:
-            while (line := await link.receive()) is not None:
-                await self._from_server(generation, line)
-            reason = await link.end_reason()
-        except Exception as exc:  # a transport failure: this connection is over
+        if exc is None:
+            try:
+                reason = await link.end_reason()
+            except Exception as failure:
+                exc = failure
+        if exc is not None:  # this connection is over
             reason = f"the connection failed ({type(exc).__name__}: {exc})"
         await self._lost(generation, reason, link.diagnostics())
 
@@ -823,7 +847,7 @@ async def _open_stdio() -> tuple[LineReader, asyncio.StreamWriter | None, list[i
     shared with the parent.
     """
     loop = asyncio.get_running_loop()
-    lines = LineReader(loop)
+    lines = LineReader()
     switched = [fd for fd in (0, 1) if _pollable(fd) and os.get_blocking(fd)]
     if _pollable(0):
         await loop.connect_read_pipe(lambda: LineProtocol(lines), os.fdopen(0, "rb", closefd=False))
@@ -876,10 +900,9 @@ async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
             return 1
         lines, writer, switched = await _open_stdio()
         relay.out = _ClientOut(writer)
-        client = asyncio.ensure_future(relay.pump_client(lines))
-        client.add_done_callback(lambda task: relay.finish(_client_code(task)))
+        client = relay.pump_client(lines)
         code = await relay.exit_code
-        client.cancel()
+        client.stop()
         await relay.shutdown()
         if writer is not None:
             writer.close()
@@ -892,15 +915,6 @@ async def serve(guard: LoopGuard, options: ProxyOptions) -> int:
             unsubscribe()
         if events:
             events.close()
-
-
-def _client_code(task: asyncio.Future[None]) -> int:
-    """0 when the client disconnected; 1 (logged) if relaying its messages failed."""
-    if task.cancelled() or task.exception() is None:
-        return 0
-    error = task.exception()
-    _log.error("relaying the client's messages failed", exc_info=error)
-    return 1
 
 
 def _watch_signals(relay: Relay) -> None:
