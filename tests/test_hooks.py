@@ -388,7 +388,7 @@ def test_concurrent_processes_lose_no_call(tmp_path: Path, env: dict[str, str]) 
     with ThreadPoolExecutor(max_workers=12) as pool:
         done = list(pool.map(lambda c: run_hook("claude-code", json.dumps(c), env), calls))
     assert [d.returncode for d in done] == [0] * 12
-    assert all(d.stderr == "" for d in done)
+    assert [d.stderr for d in done] == [""] * 12
     conn = sqlite3.connect(tmp_path / "state" / "loopwarden" / "runs.db")
     (data,) = conn.execute("SELECT data FROM sessions").fetchone()
     history = json.loads(data)["history"]
