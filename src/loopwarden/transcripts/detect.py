@@ -91,11 +91,13 @@ def _pretty_document(path: Path) -> Any:
     if not FAST or path.suffix == ".gz":
         return NO_VALUE
     try:
-        with path.open("rb") as handle:
+        # Unbuffered: the whole file is read straight into one bytes object (a buffered
+        # reader would join what it holds to the rest, copying the document once more).
+        with path.open("rb", buffering=0) as handle:
             if handle.read(2) not in (b"{\n", b"[\n"):
                 return NO_VALUE
             handle.seek(0)
-            raw = handle.read()
+            raw = handle.readall()
     except OSError:
         return NO_VALUE
     return fast_loads(raw)
