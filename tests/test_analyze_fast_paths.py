@@ -288,3 +288,22 @@ def test_small_inputs_are_analysed_in_process_whatever_jobs_says() -> None:
     assert all(isinstance(stream, types.GeneratorType) for stream in streams)
     assert sum(len(list(stream)) for stream in streams) > 0
     assert sum(runner._size(source.path) for source in sources) < runner.POOL_MIN_BYTES
+
+
+def test_replayers_reused_from_file_to_file_give_each_files_own_reports() -> None:
+    """One set of replayers serves every file of a run: a file gives the reports it gives on
+    its own (before, after and between other files), its sessions counted from 1 again."""
+    sources, _ = runner.collect_sources([str(data_path("samples"))])
+    configs = [resolve_config({"enabled": True, "profile": p}) for p in ("openclaw", "recommended")]
+
+    def alone(source: runner.Source) -> list[list[Any]]:
+        return runner.analyze_source(source, "auto", configs).reports
+
+    expected = [alone(source) for source in sources]
+    replayers = runner.new_replayers(configs)
+    for order in (sources, sources[::-1], sources + sources):
+        for source in order:
+            found = runner.analyze_source(source, "auto", configs, replayers=replayers)
+            assert found.reports == expected[sources.index(source)]
+        assert all(len(replayer.guard.store) == 0 for replayer in replayers)  # type: ignore[arg-type]
+    assert any(report.marks for reports in expected for variants in reports for report in variants)

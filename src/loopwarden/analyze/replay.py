@@ -240,6 +240,10 @@ class ReplayStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def clear(self) -> None:
+        """Forget every session."""
+        self._sessions.clear()
+
     def drop(self, key: str) -> None:
         """Forget a session whose trajectory has been replayed."""
         self._sessions.pop(key, None)
@@ -273,6 +277,13 @@ class Replayer:
         if recorder is not None:
             guard.recorder = recorder  # the run starts and ends
             guard.subscribe(self._record)
+
+    def new_source(self) -> None:
+        """Count the sessions from 1 again: the next trajectories come from another file (and
+        a session left by a replay that failed part-way is forgotten)."""
+        self._sessions = 0
+        if self._store is not None:
+            self._store.clear()
 
     def _record(self, event: LoopEvent) -> None:
         if self._recorder is not None:
