@@ -25,7 +25,7 @@ from loopwarden._terminal import json_printable
 from loopwarden.analyze import _forked, report_json, runner
 from loopwarden.analyze.replay import Replayer, ReplayStore
 from loopwarden.records import RunRecorder
-from loopwarden.transcripts import detect, iter_sources, read_transcripts
+from loopwarden.transcripts import TranscriptError, detect, iter_sources, read_transcripts
 from loopwarden.transcripts._io import loads_exact
 
 from _support import data_path
@@ -110,6 +110,49 @@ def test_the_replay_store_gives_the_memory_stores_reports_and_keeps_no_session()
             assert plain.replay(trajectory) == memory.replay(trajectory)
             assert len(store) == 0
         assert len(memory.guard.store) == len(trajectories)  # type: ignore[arg-type]
+
+
+def test_the_step_replay_uses_the_guards_judge_and_its_failure_handling(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The step replay decides with the guard's own judge (a config assigned to the guard
+    after the replayer was made counts), and a step that fails is handed to the guard's
+    failure handling: logged, and the call allowed."""
+    looping = [
+        trajectory
+        for path in iter_sources([data_path("samples")])
+        for trajectory in read_transcripts(path)
+        if trajectory.calls
+    ]
+    guard = LoopGuard(resolve_config({"enabled": False}), store=ReplayStore())
+    replayer = Replayer(guard)
+    guard.config = resolve_config({"enabled": True, "profile": "recommended"})
+    expected = Replayer(LoopGuard(guard.config)).replay
+    assert [replayer.replay(t) for t in looping] == [expected(t) for t in looping]
+    assert any(replayer.replay(t).marks for t in looping)  # not vacuous
+
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError("a bug in the step")
+
+    monkeypatch.setattr("loopwarden.analyze.replay.before_step", broken)
+    with caplog.at_level("ERROR", logger="loopwarden"):
+        report = replayer.replay(looping[0])
+    assert not report.marks and not report.saved
+    assert f"loop accounting failed (before {looping[0].calls[0].tool})" in caplog.text
+
+
+def test_a_pretty_printed_document_is_read_once_with_the_standard_librarys_value(
+    tmp_path: Path,
+) -> None:
+    """A document opening with ``{`` alone on its line is parsed from one read; what orjson
+    would read otherwise (a big integer) or not at all (a bad byte) goes the usual way."""
+    doc = {"trajectory": [{"action": "ls", "observation": "x"}], "info": {"n": 2**70}}
+    path = tmp_path / "a.traj"
+    path.write_text(json.dumps(doc, indent=2))
+    assert repr(detect(path).doc) == repr(doc)
+    path.write_bytes(b"{\n" + json.dumps(doc).encode()[1:-1] + b', "x": "\xff"}')
+    with pytest.raises(TranscriptError, match="cannot read: 'utf-8' codec"):
+        detect(path)
 
 
 def _recorded(db: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -245,3 +288,22 @@ def test_small_inputs_are_analysed_in_process_whatever_jobs_says() -> None:
     assert all(isinstance(stream, types.GeneratorType) for stream in streams)
     assert sum(len(list(stream)) for stream in streams) > 0
     assert sum(runner._size(source.path) for source in sources) < runner.POOL_MIN_BYTES
+
+
+def test_replayers_reused_from_file_to_file_give_each_files_own_reports() -> None:
+    """One set of replayers serves every file of a run: a file gives the reports it gives on
+    its own (before, after and between other files), its sessions counted from 1 again."""
+    sources, _ = runner.collect_sources([str(data_path("samples"))])
+    configs = [resolve_config({"enabled": True, "profile": p}) for p in ("openclaw", "recommended")]
+
+    def alone(source: runner.Source) -> list[list[Any]]:
+        return runner.analyze_source(source, "auto", configs).reports
+
+    expected = [alone(source) for source in sources]
+    replayers = runner.new_replayers(configs)
+    for order in (sources, sources[::-1], sources + sources):
+        for source in order:
+            found = runner.analyze_source(source, "auto", configs, replayers=replayers)
+            assert found.reports == expected[sources.index(source)]
+        assert all(len(replayer.guard.store) == 0 for replayer in replayers)  # type: ignore[arg-type]
+    assert any(report.marks for reports in expected for variants in reports for report in variants)

@@ -10,6 +10,7 @@ result comes back (one pipe per child). Results are yielded in task order.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -50,16 +51,23 @@ def forked_map(func: Callable[[_T], _R], tasks: Sequence[_T], workers: int) -> I
     os.write(feed, b"".join(_INDEX.pack(number) for number in range(len(tasks))))
     os.close(feed)  # the children read to the end of the numbers, then stop
     children: dict[int, int] = {}  # result pipe -> child's pid
+    # The objects the children inherit (modules, configs, tasks) are moved out of the
+    # collector's reach for the forks: a child's collections then neither walk them (time)
+    # nor touch their pages (copied on write). This process takes them back once forked.
+    gc.freeze()
     try:
-        for _ in range(workers):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                for other in [read, *children]:
-                    os.close(other)
-                _work(func, tasks, queue, write)
-            os.close(write)
-            children[read] = pid
+        try:
+            for _ in range(workers):
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child: never returns
+                    for other in [read, *children]:
+                        os.close(other)
+                    _work(func, tasks, queue, write)
+                os.close(write)
+                children[read] = pid
+        finally:
+            gc.unfreeze()
         os.close(queue)
         yield from _collect(children, len(tasks))
     finally:

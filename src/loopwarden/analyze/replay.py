@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loopwarden import UNDEFINED, Decision, LoopGuard
+from loopwarden._per_call import failed as guard_failed
 from loopwarden.analyze.spend import RunSpend, run_spend
 from loopwarden.core.events import LoopEvent
 from loopwarden.core.patterns import as_stop_message
@@ -239,6 +240,10 @@ class ReplayStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def clear(self) -> None:
+        """Forget every session."""
+        self._sessions.clear()
+
     def drop(self, key: str) -> None:
         """Forget a session whose trajectory has been replayed."""
         self._sessions.pop(key, None)
@@ -253,9 +258,11 @@ class Replayer:
     When the guard keeps its sessions in a :class:`ReplayStore` (as the analyzer's do), each
     call runs the core's step (:mod:`loopwarden.core.step`) directly on the trajectory's
     session: what ``LoopGuard.before_tool_call`` and ``after_tool_call`` run inside their store
-    update, with the same judge, so the same decisions and events. The guard's shell around
-    the step (the store's update, the event log lines, which a replay silences anyway, and the
-    delivery to subscribers, here the recorder only) is a quarter of a replayed call's cost.
+    update, with the guard's own judge, so the same decisions and events (and a step that
+    fails goes to the guard's failure handling, which logs it and allows the call). The
+    guard's shell around the step (the store's update, the event log lines, which a replay
+    silences anyway, and the delivery to subscribers, here the recorder only) is a quarter of
+    a replayed call's cost.
     Runs start and end, and compactions arm, through the guard itself (once per trajectory).
     Any other store is replayed through the guard's methods.
     """
@@ -267,11 +274,16 @@ class Replayer:
         self._recorder = recorder
         store = guard.store
         self._store = store if isinstance(store, ReplayStore) else None
-        # The judge LoopGuard builds from the same four settings (core/step.py).
-        self._judge = Judge(guard.config, guard.agent_id, guard.send_tools, guard.surface_warnings)
         if recorder is not None:
             guard.recorder = recorder  # the run starts and ends
             guard.subscribe(self._record)
+
+    def new_source(self) -> None:
+        """Count the sessions from 1 again: the next trajectories come from another file (and
+        a session left by a replay that failed part-way is forgotten)."""
+        self._sessions = 0
+        if self._store is not None:
+            self._store.clear()
 
     def _record(self, event: LoopEvent) -> None:
         if self._recorder is not None:
@@ -294,7 +306,8 @@ class Replayer:
         self.guard.start_run(session, run_id)
         # The session start_run created, for the core's step (None: through the guard).
         state = None if self._store is None else self._store.peek(session)
-        where = (state, session, run_id)
+        # The guard's judge as it stands for this trajectory (its settings' one object).
+        where = (state, session, run_id, self.guard._judge)
         stopped = False
         cost = _Cost()
         for item in trajectory.items:
@@ -346,24 +359,24 @@ class Replayer:
 
     def _before(self, where: _Where, call: ToolCall) -> Decision:
         """The decision before the call runs: the step on the session, else the guard's."""
-        state, session, run_id = where
+        state, session, run_id, judge = where
         if state is None:
             return self.guard.before_tool_call(
                 session, call.tool, call.params, run_id=run_id, tool_call_id=call.tool_call_id
             )
         try:
             decision, events = before_step(
-                self._judge, call.tool, call.params, run_id, call.tool_call_id, None, state
+                judge, call.tool, call.params, run_id, call.tool_call_id, None, state
             )
-        except Exception:  # as LoopGuard does: its own failure never refuses a call
-            return ALLOW
+        except Exception as exc:  # as LoopGuard does: logged, and the call allowed
+            return guard_failed(exc, ("before", call.tool), True)
         for event in events:
             self._record(event)
         return decision
 
     def _after(self, where: _Where, call: ToolCall) -> Decision:
         """The decision once the call's recorded outcome is in."""
-        state, session, run_id = where
+        state, session, run_id, judge = where
         if call.result is MISSING:
             result, error = UNDEFINED, call.error
         else:
@@ -378,18 +391,18 @@ class Replayer:
         outcome = (result, error, failed)
         try:
             decision, events = after_step(
-                self._judge, call.tool, call.params, outcome, run_id, call.tool_call_id, None, state
+                judge, call.tool, call.params, outcome, run_id, call.tool_call_id, None, state
             )
-        except Exception:  # as LoopGuard does
-            return ALLOW
+        except Exception as exc:  # as LoopGuard does
+            return guard_failed(exc, ("after", call.tool), False)
         for event in events:
             self._record(event)
         return decision
 
 
 # Where a trajectory's calls go: the session to run the core's step on (None: through the
-# guard's methods), the session's key and the run.
-_Where = tuple[GuardSession | None, str, str]
+# guard's methods), the session's key, the run and the guard's judge.
+_Where = tuple[GuardSession | None, str, str, Judge]
 
 
 @dataclass(slots=True)

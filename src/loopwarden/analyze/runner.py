@@ -181,6 +181,7 @@ def iter_source(
     status: FileResult,
     record: str | None = None,
     fields: Fields = (),
+    replayers: list[Replayer] | None = None,
 ) -> Iterator[list[TrajectoryReport]]:
     """Yield each trajectory's reports (one per config) as it is replayed; streams the file.
 
@@ -188,6 +189,8 @@ def iter_source(
     and ``status.error`` says where it stopped; a non-transcript sets ``status.skipped`` (or an
     error, when the file was named explicitly). ``record``: a SQLite file that gets a run
     record for each trajectory (one config only); ``fields``: see :data:`Fields`.
+    ``replayers``: those of :func:`new_replayers` for ``configs``, reused from file to file
+    (without ``record``; new ones otherwise).
     """
     # One writer per file, many rows per transaction (a replay is a bulk write).
     recorder: RunRecorder | None = None
@@ -195,7 +198,11 @@ def iter_source(
         from loopwarden.records import RunRecorder  # sqlite3: imported when asked for
 
         recorder = RunRecorder(record, batch=500)
-    replayers = [Replayer(LoopGuard(config, store=ReplayStore()), recorder) for config in configs]
+    if replayers is None or recorder is not None:
+        replayers = new_replayers(configs, recorder)
+    else:
+        for replayer in replayers:
+            replayer.new_source()
     done = 0
     # A forced format that reads no tool call at all read the wrong kind of file: its empty
     # trajectories are held back until a call shows up, and dropped for an error if none does.
@@ -232,6 +239,18 @@ def iter_source(
             recorder.close()
         if source.name is not None:
             _rename(status, source)
+
+
+def new_replayers(
+    configs: Sequence[ResolvedConfig], recorder: RunRecorder | None = None
+) -> list[Replayer]:
+    """A replayer per config, each on a guard of its own with a :class:`ReplayStore`.
+
+    They can replay file after file (:func:`iter_source`): the store forgets each trajectory's
+    session once it is replayed, so nothing of one file is left for the next, and a guard
+    costs more to make than a small file costs to replay.
+    """
+    return [Replayer(LoopGuard(config, store=ReplayStore()), recorder) for config in configs]
 
 
 def _nothing_found(path: str, fmt: str, fields: Fields) -> str:
@@ -290,10 +309,12 @@ def analyze_source(
     configs: Sequence[ResolvedConfig],
     record: str | None = None,
     fields: Fields = (),
+    replayers: list[Replayer] | None = None,
 ) -> FileResult:
-    """Import one source and replay each trajectory under every config (a worker's job)."""
+    """Import one source and replay each trajectory under every config (a worker's job);
+    ``replayers``: as :func:`iter_source` takes them."""
     result = FileResult(source=source.path)
-    result.reports = list(iter_source(source, fmt, configs, result, record, fields))
+    result.reports = list(iter_source(source, fmt, configs, result, record, fields, replayers))
     return result
 
 
@@ -357,9 +378,11 @@ def _results(
     fmt, fields = how
     sizes = [_size(source.path) for source in sources] if jobs > 1 else []
     if jobs <= 1 or len(sources) <= 1 or sum(sizes) < POOL_MIN_BYTES:
+        # Each stream is consumed before the next file's starts: one set of replayers.
+        replayers = new_replayers(configs) if record is None else None
         for source in sources:
             status = FileResult(source=source.path)
-            yield status, iter_source(source, fmt, configs, status, record, fields)
+            yield status, iter_source(source, fmt, configs, status, record, fields, replayers)
         return
     chunks = _chunks(sources, sizes, jobs * _CHUNKS_PER_WORKER)
     tasks = [(chunk, fmt, configs, record, fields) for chunk in chunks]
@@ -429,7 +452,8 @@ _Task = tuple[list[Source], str, Sequence[ResolvedConfig], str | None, Fields]
 def _analyze_chunk(task: _Task) -> list[FileResult]:
     """A worker's job: analyse a run of sources, each as :func:`analyze_source` does."""
     sources, fmt, configs, record, fields = task
-    return [analyze_source(source, fmt, configs, record, fields) for source in sources]
+    replayers = new_replayers(configs) if record is None else None
+    return [analyze_source(source, fmt, configs, record, fields, replayers) for source in sources]
 
 
 def summary(reports: Iterable[TrajectoryReport]) -> dict[str, int]:

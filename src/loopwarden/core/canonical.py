@@ -23,7 +23,6 @@ import hashlib
 import json
 import math
 import re
-import traceback
 from collections.abc import Callable
 from functools import cmp_to_key
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
@@ -556,6 +555,10 @@ def _field_items(value: object) -> list[tuple[str, Any]] | None:
 def _exception_items(exc: BaseException) -> list[tuple[str, Any]]:
     stack: object = UNDEFINED
     if exc.__traceback__ is not None:
+        # Imported here: an exception with a traceback among a call's values is rare, and
+        # traceback (with linecache, textwrap...) is a share of every process's start-up.
+        import traceback
+
         try:
             stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         except Exception:

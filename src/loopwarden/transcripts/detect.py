@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopwarden._exact_json import FAST, NO_VALUE, fast_loads
 from loopwarden.transcripts import _shapes
 from loopwarden.transcripts._io import iter_lines, load_json, open_text
 from loopwarden.transcripts.model import TranscriptError
@@ -55,6 +56,9 @@ def detect(path: Path) -> Detected:
     name = path.name
     if any(marker in name for marker in _NOT_TRANSCRIPT_MARKERS) or ".checkpoint." in name:
         return Detected(None, "an OpenClaw sidecar or archive file, not a session transcript")
+    doc = _pretty_document(path)
+    if doc is not NO_VALUE:
+        return _detect_doc(doc)
     first = _first_line(path)
     if first is None:
         return Detected(None, "empty file")
@@ -73,6 +77,30 @@ def detect(path: Path) -> Detected:
             return Detected(None, "JSON lines of no known transcript format")
         raise
     return _detect_doc(doc)
+
+
+def _pretty_document(path: Path) -> Any:
+    """The value of a file that opens as a pretty-printed JSON document (``{`` or ``[`` alone
+    on its first line, as SWE-agent, mini-swe-agent and tau-bench write them), read and parsed
+    once; :data:`NO_VALUE` for any other file, and when orjson cannot give the value.
+
+    Such a first line is no whole JSON value, so detection would load the document anyway:
+    this skips reading the first line as text first (a tenth of a small file's analysis).
+    Anything else, an error included, takes the usual way, which reports it as before.
+    """
+    if not FAST or path.suffix == ".gz":
+        return NO_VALUE
+    try:
+        # Unbuffered: the whole file is read straight into one bytes object (a buffered
+        # reader would join what it holds to the rest, copying the document once more).
+        with path.open("rb", buffering=0) as handle:
+            if handle.read(2) not in (b"{\n", b"[\n"):
+                return NO_VALUE
+            handle.seek(0)
+            raw = handle.readall()
+    except OSError:
+        return NO_VALUE
+    return fast_loads(raw)
 
 
 def _first_line(path: Path) -> str | None:
