@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopwarden.core._lazylog import get_logger
+from loopwarden.core.canonical import UNDEFINED
 
 _log = get_logger("loopwarden")
 
@@ -343,8 +344,9 @@ class VolatileNormalizer:
 _MAX_DEPTH = 200
 
 
-# Types a structure's leaves mostly are, returned as they are without the ABC check below.
-_SCALARS = frozenset({int, float, bool, type(None)})
+# Types a structure's leaves mostly are, returned as they are without the ABC check below
+# (UNDEFINED: the error of every call that returned a result).
+_SCALARS = frozenset({int, float, bool, type(None), type(UNDEFINED)})
 
 # Short strings come back on nearly every call (``"text"``, ``"completed"``, a working
 # directory): their normalised text is remembered across calls, which costs a dict lookup of a
