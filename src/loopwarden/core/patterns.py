@@ -37,12 +37,27 @@ def scan_limit(config: ResolvedConfig) -> int:
 
 _last_scan_limit: list[tuple[ResolvedConfig | None, int]] = [(None, 0)]
 
+# Types that are never a Mapping. ``isinstance(x, Mapping)`` runs abc's __instancecheck__, an
+# interpreted frame, whatever x is (even a dict): the outcomes this module reads are nearly
+# always plain JSON values or UNDEFINED, answered here without it.
+_NOT_MAPPING = frozenset({str, int, float, bool, list, tuple, type(None), type(UNDEFINED)})
+
+
+def _is_mapping(value: object) -> bool:
+    """``isinstance(value, Mapping)``, with the ABC asked only about uncommon types."""
+    kind = type(value)
+    if kind is dict:
+        return True
+    if kind in _NOT_MAPPING:
+        return False
+    return isinstance(value, Mapping)
+
 
 # ---------------------------------------------------------------------------------------------
 # Consecutive repeat: the same call again and again with nothing in between.
 
 
-@dataclass(frozen=True)
+@dataclass(init=False)
 class Consecutive:
     """How many of the newest records are this exact call, and how many of those in a row
     returned one identical (normalised) result."""
@@ -50,6 +65,14 @@ class Consecutive:
     calls: int = 0
     identical: int = 0
     result_hash: str | None = None  # the result the identical ones returned
+
+    def __init__(self, calls: int = 0, identical: int = 0, result_hash: str | None = None) -> None:
+        # Written out instead of generated (init=False, and so not frozen, which would refuse
+        # these assignments): the compiled build runs this natively, where the generated
+        # __init__ would be an interpreted frame, on every call the profile judges.
+        self.calls = calls
+        self.identical = identical
+        self.result_hash = result_hash
 
 
 def consecutive_repeat(
@@ -96,11 +119,17 @@ class CallStreak(NamedTuple):
     length: int
 
 
+def _call_streak(signature: str, length: int) -> CallStreak:
+    # tuple.__new__ directly: a NamedTuple's own __new__ is a generated lambda, an interpreted
+    # frame on every call even in the compiled build.
+    return tuple.__new__(CallStreak, (signature, length))
+
+
 def next_call_streak(streak: CallStreak | None, signature: str) -> CallStreak:
     """The streak after one more call record of the run (a call, or a blocked call's veto)."""
     if streak is None or streak.signature != signature:
-        return CallStreak(signature, 1)
-    return CallStreak(signature, streak.length + 1)
+        return _call_streak(signature, 1)
+    return _call_streak(signature, streak.length + 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,13 +209,12 @@ def is_failure(result: Any, error: Any) -> bool:
         return True
     if isinstance(result, str):
         return bool(_NONZERO_RETURNCODE.match(result) or _FAILURE_TEXT.search(result))
-    # Exact dicts first: the Mapping ABC's check costs more than the rest of this function.
-    if type(result) is not dict and not isinstance(result, Mapping):
+    if not _is_mapping(result):
         return False
     if result.get("isError") is True:
         return True
     details = result.get("details")
-    if type(details) is not dict and not isinstance(details, Mapping):
+    if not _is_mapping(details):
         return False
     exit_code = details.get("exitCode")
     nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
@@ -254,7 +282,7 @@ def is_edit_call(tool: str, params: Any) -> bool:
     CLIs' edit tools, or an editor tool (``str_replace_editor`` …) asked to write."""
     if tool in _EDIT_TOOLS:
         return True
-    if tool not in _EDITOR_TOOLS or not isinstance(params, Mapping):
+    if tool not in _EDITOR_TOOLS or not _is_mapping(params):
         return False
     return params.get("command") in _EDITOR_WRITES
 
@@ -269,18 +297,18 @@ def is_silent(result: Any) -> bool:
     produce any output"), or MCP-style content whose text items are all empty."""
     if result is None or _silent_text(result):
         return True
-    if not isinstance(result, Mapping):
+    if not _is_mapping(result):
         return False
     if result.get("isError") is True or result.get("structuredContent"):
         return False
     details = result.get("details")
-    if isinstance(details, Mapping) and (
+    if _is_mapping(details) and (
         details.get("exitCode") not in (None, 0) or details.get("aggregated")
     ):
         return False
     content = result.get("content")
     return isinstance(content, list) and all(
-        isinstance(item, Mapping) and item.get("type") == "text" and _silent_text(item.get("text"))
+        _is_mapping(item) and item.get("type") == "text" and _silent_text(item.get("text"))
         for item in content
     )
 
@@ -291,7 +319,7 @@ def mask_numbers(value: Any, depth: int = 0) -> Any:
         return _NUMBER.sub("#", value)
     if depth >= _MAX_DEPTH:
         return value
-    if isinstance(value, Mapping):
+    if _is_mapping(value):
         return {key: mask_numbers(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
         return [mask_numbers(item, depth + 1) for item in value]
@@ -339,7 +367,7 @@ def _has_counter(value: Any, depth: int = 0) -> bool:
         return _mask_text(value) is not value
     if depth >= _MAX_DEPTH:
         return False
-    if isinstance(value, Mapping):
+    if _is_mapping(value):
         value = value.values()
     elif not isinstance(value, list):
         return False
@@ -356,7 +384,7 @@ def mask_counters(value: Any, depth: int = 0) -> Any:
         return value
     if depth >= _MAX_DEPTH:
         return value
-    if isinstance(value, Mapping):
+    if _is_mapping(value):
         return {key: mask_counters(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
         return [mask_counters(item, depth + 1) for item in value]
@@ -404,15 +432,13 @@ def _text_of(result: Any) -> str | None:
     """The text a result shows: a string, or its content items' text (else None)."""
     if isinstance(result, str):
         return result
-    if not isinstance(result, Mapping):
+    if not _is_mapping(result):
         return None
     content = result.get("content")
     if not isinstance(content, list):
         return None
     texts = [
-        item["text"]
-        for item in content
-        if isinstance(item, Mapping) and isinstance(item.get("text"), str)
+        item["text"] for item in content if _is_mapping(item) and isinstance(item.get("text"), str)
     ]
     return "\n".join(texts)
 
@@ -435,18 +461,16 @@ def _says_nothing(result: Any) -> bool:
         return _empty_text(result)
     if result is None or (kind in (list, tuple, dict) and not result):
         return True
-    if kind is not dict and not isinstance(result, Mapping):
+    if not _is_mapping(result):
         return isinstance(result, str) and _empty_text(result)
     if not result or result.get("structuredContent"):
         return not result
     details = result.get("details")
-    if isinstance(details, Mapping) and details.get("aggregated"):
+    if _is_mapping(details) and details.get("aggregated"):
         return False
     content = result.get("content")
     return isinstance(content, list) and all(
-        not isinstance(item, Mapping)
-        or not isinstance(item.get("text"), str)
-        or _empty_text(item["text"])
+        not _is_mapping(item) or not isinstance(item.get("text"), str) or _empty_text(item["text"])
         for item in content
     )
 
@@ -493,7 +517,7 @@ def stretch_key(result: Any, result_hash: str) -> str:
     kind = type(result)
     if kind is str or kind is list:  # most results: read whole by the hash already
         return result_hash
-    if (kind is dict or isinstance(result, Mapping)) and not _HASHED_KEYS.issuperset(result.keys()):
+    if _is_mapping(result) and not _HASHED_KEYS.issuperset(result.keys()):
         return digest_stable(result)
     return result_hash
 
@@ -534,6 +558,22 @@ class OutcomeStreak(NamedTuple):
 _MAX_STREAK_TOOLS = 8
 
 
+def _outcome_streak(
+    result_hash: str,
+    length: int,
+    first_signature: str,
+    varied: bool,
+    tools: tuple[str, ...],
+    excerpt: str,
+    blocked_at: int,
+    mute: bool,
+) -> OutcomeStreak:
+    # Every field given, through tuple.__new__: OutcomeStreak(...) and _replace run generated
+    # code (interpreted frames even in the compiled build) on every recorded outcome.
+    fields = (result_hash, length, first_signature, varied, tools, excerpt, blocked_at, mute)
+    return tuple.__new__(OutcomeStreak, fields)
+
+
 def next_outcome_streak(
     streak: OutcomeStreak | None,
     call: tuple[str, str],
@@ -555,15 +595,24 @@ def next_outcome_streak(
         return None
     if streak is None or streak.result_hash != key:
         if threshold > 2:
-            return OutcomeStreak(key, 1, signature, False, (tool,))
-        streak = OutcomeStreak(key, 0, signature, False, (tool,))
+            return _outcome_streak(key, 1, signature, False, (tool,), "", 0, False)
+        streak = _outcome_streak(key, 0, signature, False, (tool,), "", 0, False)
     length = streak.length + 1
     if length == (1 if threshold <= 2 else 2):
         params, result, error, failed = outcome
         if not forms_stretch(tool, params, result, error, failed):
-            return OutcomeStreak(key, length, streak.first_signature, mute=True)
+            return _outcome_streak(key, length, streak.first_signature, False, (), "", 0, True)
     if streak.mute:
-        return streak._replace(length=length)
+        return _outcome_streak(
+            streak.result_hash,
+            length,
+            streak.first_signature,
+            streak.varied,
+            streak.tools,
+            streak.excerpt,
+            streak.blocked_at,
+            True,
+        )
     tools = streak.tools
     if tool not in tools and len(tools) < _MAX_STREAK_TOOLS:
         tools = (*tools, tool)
@@ -571,8 +620,8 @@ def next_outcome_streak(
     if length == max(1, threshold - 1):
         excerpt = outcome_excerpt(*outcome[1:3])
     varied = streak.varied or signature != streak.first_signature
-    return OutcomeStreak(
-        key, length, streak.first_signature, varied, tools, excerpt, streak.blocked_at
+    return _outcome_streak(
+        key, length, streak.first_signature, varied, tools, excerpt, streak.blocked_at, False
     )
 
 
@@ -593,13 +642,31 @@ def presumed_outcome_streak(
         if record.tool_name not in tools and len(tools) < _MAX_STREAK_TOOLS:
             tools = (*tools, record.tool_name)
         varied = streak.varied or record.args_hash != streak.first_signature
-        streak = streak._replace(length=streak.length + 1, varied=varied, tools=tools)
+        streak = _outcome_streak(
+            streak.result_hash,
+            streak.length + 1,
+            streak.first_signature,
+            varied,
+            tools,
+            streak.excerpt,
+            streak.blocked_at,
+            False,
+        )
     return streak
 
 
 def blocked_streak(streak: OutcomeStreak) -> OutcomeStreak:
     """The stretch after its block: the next call runs unless the outcome comes back again."""
-    return streak._replace(blocked_at=streak.length)
+    return _outcome_streak(
+        streak.result_hash,
+        streak.length,
+        streak.first_signature,
+        streak.varied,
+        streak.tools,
+        streak.excerpt,
+        streak.length,
+        streak.mute,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

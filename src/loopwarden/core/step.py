@@ -245,7 +245,8 @@ def _before(
         vetoed = (tool, params, signature, tool_call_id)
         return _block(judge, session, vetoed, run, verdict, config, events, batch)
     record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
-    if config.detectors.consecutive_repeat and config.records_calls:
+    # Calls are recorded here (records_calls: ``enabled`` is not false, checked above).
+    if config.detectors.consecutive_repeat:
         _count_call(session, run, signature)
     if in_flight is not None:
         in_flight.add(signature)
