@@ -136,9 +136,11 @@ def decide(
     if update is None:
         update = sync_update(guard.store)  # raises the TypeError that says what to do
     try:
-        decision, events = update(session, step)
+        # Typed: the compiled build unpacks a tuple natively instead of iterating over it.
+        done: tuple[Decision, list[LoopEvent]] = update(session, step)
     except Exception as exc:
         return failed(exc, what, may_block)
+    decision, events = done
     if events:  # most calls have none: no lock taken, no subscriber list copied
         log_events(events)
         guard._deliver(events)  # outside the session update: subscribers may call the guard

@@ -583,7 +583,19 @@ def signature_key(tool: str, signature: str) -> SigKey:
     return (tool, signature)
 
 
-Memo = tuple[str, str, tuple[Any, ...]]  # signature, tool, the params' keys and values, flat
+class Memo:
+    """The last signature computed, the tool, and the params' keys and values, flat.
+
+    A class, not a tuple: the compiled build reads its fields as native attributes, where
+    each index of a typed tuple unboxes the whole tuple again (and it runs on every call).
+    """
+
+    __slots__ = ("flat", "signature", "tool")
+
+    def __init__(self, signature: str, tool: str, flat: list[Any]) -> None:
+        self.signature = signature
+        self.tool = tool
+        self.flat = flat
 
 
 def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | None]:
@@ -600,8 +612,8 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
     if type(params) is not dict or tool == "update_plan":
         return hash_tool_call(tool, params), memo
     fields: dict[Any, Any] = params
-    if memo is not None and memo[1] == tool:
-        flat = memo[2]
+    if memo is not None and memo.tool == tool:
+        flat = memo.flat
         if len(fields) * 2 == len(flat):
             at = 0
             for key, value in fields.items():
@@ -609,7 +621,7 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
                     break
                 at += 2
             else:
-                return memo[0], memo
+                return memo.signature, memo
     result = hash_tool_call(tool, params)
     remembered: list[Any] = []
     for key, value in fields.items():
@@ -617,7 +629,7 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
             return result, memo
         remembered.append(key)
         remembered.append(value)
-    return result, (result, tool, tuple(remembered))
+    return result, Memo(result, tool, remembered)
 
 
 def _is_scalar(value: object) -> bool:

@@ -20,7 +20,7 @@ from loopwarden.core.history import SessionState, _checked_signature
 Level = Literal["warning", "critical"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Verdict:
     """What detection says about the next call: not stuck, or stuck with a level and reason."""
 
@@ -31,6 +31,26 @@ class Verdict:
     message: str | None = None
     paired_tool_name: str | None = None
     warning_key: str | None = None
+
+    def __init__(
+        self,
+        stuck: bool = False,
+        level: Level | None = None,
+        detector: str | None = None,
+        count: int = 0,
+        message: str | None = None,
+        paired_tool_name: str | None = None,
+        warning_key: str | None = None,
+    ) -> None:
+        # Written out (init=False), as the generated one does it: the compiled build runs it
+        # as native code, where the generated __init__ is interpreted and ten times slower.
+        object.__setattr__(self, "stuck", stuck)
+        object.__setattr__(self, "level", level)
+        object.__setattr__(self, "detector", detector)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "paired_tool_name", paired_tool_name)
+        object.__setattr__(self, "warning_key", warning_key)
 
     def __reduce__(self) -> tuple[type[Verdict], tuple[object, ...]]:
         # Copy and pickle through the constructor: a frozen dataclass compiled by mypyc cannot

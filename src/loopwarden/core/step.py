@@ -56,7 +56,7 @@ from loopwarden.core.volatile import VolatileNormalizer
 DecisionAction = Literal["allow", "warn", "block", "stop"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Decision:
     """What the runtime should do with a tool call.
 
@@ -72,6 +72,22 @@ class Decision:
     verdict: Verdict | None = None
     blocked_result: dict[str, Any] | None = None
     error: LoopStoppedError | None = None
+
+    def __init__(
+        self,
+        action: DecisionAction,
+        message: str | None = None,
+        verdict: Verdict | None = None,
+        blocked_result: dict[str, Any] | None = None,
+        error: LoopStoppedError | None = None,
+    ) -> None:
+        # Written out (init=False), as the generated one does it: native in the compiled build
+        # (core/detectors.py, Verdict).
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "verdict", verdict)
+        object.__setattr__(self, "blocked_result", blocked_result)
+        object.__setattr__(self, "error", error)
 
     @property
     def allowed(self) -> bool:
@@ -154,8 +170,13 @@ class Judge:
     __slots__ = (
         "agent_id",
         "config",
+        "counts_calls",
         "extra_detectors",
+        "follows_errors",
+        "follows_outcomes",
+        "has_policies",
         "normalizer",
+        "records_calls",
         "send_tools",
         "surface_warnings",
     )
@@ -178,6 +199,14 @@ class Judge:
         )
         # OpenClaw's own profile never runs loopwarden's extra detectors.
         self.extra_detectors = config.detection_enabled and _has_extra_detectors(config)
+        # What the steps read of the config on every call, as native fields (a read of the
+        # Python dataclass is a generic attribute look-up). A tool's own config
+        # (ResolvedConfig.for_tool) changes thresholds only, so these hold for it too.
+        self.has_policies = bool(config.tool_policies)
+        self.records_calls = config.records_calls
+        self.counts_calls = config.detectors.consecutive_repeat and config.records_calls
+        self.follows_errors = config.detectors.repeated_error
+        self.follows_outcomes = config.detectors.same_outcome
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -230,11 +259,12 @@ def _before(
         error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
         return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
     # A tool's own thresholds, if a policy sets any (the check inline: most guards have none).
-    config = judge.config.for_tool(tool) if judge.config.tool_policies else judge.config
-    if config.enabled is False:  # nothing is detected nor recorded: no signature needed
+    config = judge.config.for_tool(tool) if judge.has_policies else judge.config
+    if not judge.records_calls:  # enabled: false, nothing is detected nor recorded
         return ALLOW
     # Hashed once here (or found in the session's memo), then handed to every step below.
-    signature = call_signature(session.state, tool, params)
+    state = session.state
+    signature = call_signature(state, tool, params)
     in_flight = _in_flight(session, run, batch, config)
     if in_flight is None:
         verdict = _verdict(judge, session, tool, params, signature, config, run, 0)
@@ -244,9 +274,8 @@ def _before(
     if verdict.stuck and verdict.level == "critical":
         vetoed = (tool, params, signature, tool_call_id)
         return _block(judge, session, vetoed, run, verdict, config, events, batch)
-    record_call(session.state, tool, params, tool_call_id, config, run, signature=signature)
-    # Calls are recorded here (records_calls: ``enabled`` is not false, checked above).
-    if config.detectors.consecutive_repeat:
+    record_call(state, tool, params, tool_call_id, config, run, signature=signature)
+    if judge.counts_calls:
         _count_call(session, run, signature)
     if in_flight is not None:
         in_flight.add(signature)
@@ -323,7 +352,7 @@ def _verdict(
 
     ``pending``: identical calls of the current batch still in flight.
     """
-    if config.tool_policies and (policy := config.policy(tool)) and policy.exempt:
+    if judge.has_policies and (policy := config.policy(tool)) and policy.exempt:
         return NOT_STUCK
     verdict = detect(session.state, tool, params, config, run, signature=signature)
     # A tool's own config (ResolvedConfig.for_tool) changes thresholds only, never the switches.
@@ -447,34 +476,33 @@ def _after(
     if tool_call_id is not None and tool_call_id in session.blocked_ids:
         return ALLOW
     run = normalize_run_id(run_id)
-    config = judge.config
+    state = session.state
     signature = None
     in_flight = session.in_flight.get(run)
     if in_flight is not None and batch in (None, in_flight.batch):
-        signature = call_signature(session.state, tool, params)
+        signature = call_signature(state, tool, params)
         in_flight.done(signature)
     result, error, failed = outcome
-    switches = config.detectors
     if failed is None:
-        failed = (switches.repeated_error or switches.same_outcome) and is_failure(result, error)
+        failed = (judge.follows_errors or judge.follows_outcomes) and is_failure(result, error)
     normalizer = judge.normalizer
     if normalizer is not None:
         result, error = normalizer.normalize(result), _normalize_error(normalizer, error)
         if error is None:
             result = comparable_outcome(tool, params, result, failed is True)
     record = record_outcome(
-        session.state,
+        state,
         tool,
         params,
         tool_call_id,
         result,
         UNDEFINED if error is None else error,
-        config,
+        judge.config,
         run,
         send_tools=judge.send_tools,
         signature=signature,
     )
-    if switches.repeated_error:
+    if judge.follows_errors:
         streak = next_error_streak(
             session.error_streaks.get(run),
             tool,
@@ -485,7 +513,7 @@ def _after(
             session.error_streaks.pop(run, None)
         else:
             session.keep_run(session.error_streaks, run, streak)
-    if switches.same_outcome:
+    if judge.follows_outcomes:
         _follow_stretch(judge, session, run, (tool, params), record, (result, error, failed))
     guard = session.compaction.get(run)
     if record is None or guard is None or run in session.stopped:
