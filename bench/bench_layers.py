@@ -5,7 +5,8 @@ Run from the repository root (with the build you want to measure: see docs/perfo
     python -m bench.bench_layers                  # full workload, best of 5 interleaved rounds
     python -m bench.bench_layers --calls 5000 --repeat 3    # a quicker look
     python -m bench.bench_layers --history-size 1000        # another historySize
-    valgrind --tool=callgrind python -m bench.bench_layers --only "guard openclaw" --calls 1000
+    valgrind --tool=callgrind python -m bench.bench_layers --only "guard openclaw" --calls 1000 \\
+        --workload-cache /tmp/workload.pickle    # built once, then loaded in a fraction of a second
 
 One run measures, over the workload of ``bench_engine`` (every call of the development corpus
 plus synthetic loops, one long session, many runs), CPU µs per call of:
@@ -31,8 +32,10 @@ import argparse
 import functools
 import gc
 import logging
+import pickle
 import platform
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench._corpus import CORPUS_HELP, corpus_dir
@@ -98,6 +101,26 @@ def replay_batches(block: dict[str, Any], size: int, workload: list[Call]) -> di
     return actions
 
 
+def load_workload(corpus: Path, calls: int, cache: Path | None) -> list[Call]:
+    """``build_workload``, or its copy in ``cache`` when that was built from the same corpus.
+
+    Building the workload costs far more than measuring one layer (billions of instructions
+    under callgrind, several seconds on the CPU): a cache makes repeated runs cheap.
+    """
+    if cache is None:
+        return build_workload(corpus, calls)
+    key = str(corpus.resolve())  # the whole workload is kept: --calls takes its first calls
+    if cache.exists():
+        with cache.open("rb") as file:
+            saved_key, workload = pickle.load(file)
+        if saved_key == key:
+            return list(workload[:calls])
+    workload = build_workload(corpus, 10**9)
+    with cache.open("wb") as file:
+        pickle.dump((key, workload), file, protocol=pickle.HIGHEST_PROTOCOL)
+    return workload[:calls]
+
+
 def layers(workload: list[Call], size: int) -> dict[str, Callable[[], Any]]:
     """Each measured layer as a function of no arguments running the whole workload once."""
     floor = baseline_orjson(workload)
@@ -130,13 +153,19 @@ def main(argv: list[str] | None = None) -> None:
         metavar="LAYER",
         help="run this one layer once, untimed (for callgrind: run it at two --calls, subtract)",
     )
+    parser.add_argument(
+        "--workload-cache",
+        type=Path,
+        metavar="FILE",
+        help="keep the built workload in FILE and load it from there next time (same corpus)",
+    )
     args = parser.parse_args(argv)
 
     quiet = logging.getLogger("loopwarden")  # the guard logs every warn, block and stop
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     print(f"build: {engine_build()}")
-    workload = build_workload(corpus_dir(args.corpus), args.calls)
+    workload = load_workload(corpus_dir(args.corpus), args.calls, args.workload_cache)
     gc.collect()
     gc.freeze()  # the workload is input: keep the collector from walking it in every layer
     n = len(workload)
