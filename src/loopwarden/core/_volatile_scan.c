@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 enum {
@@ -28,9 +29,11 @@ enum {
     K_DASH = 16,   /* - */
     K_COLON = 32,  /* : */
     K_PIDSEP = 64, /* [\s:=#] */
+    K_HEX = 128,   /* [0-9a-fA-F] */
 };
 
 static unsigned char CLS[256];
+static unsigned char LOWER[256]; /* ASCII lower case */
 
 static void
 init_classes(void)
@@ -46,6 +49,11 @@ init_classes(void)
         CLS[c] |= K_HEXL;
     for (c = 'A'; c <= 'F'; c++)
         CLS[c] |= K_HEXL;
+    for (c = 0; c < 256; c++) {
+        if (CLS[c] & (K_DIGIT | K_HEXL))
+            CLS[c] |= K_HEX;
+        LOWER[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+    }
     CLS['_'] |= K_WORD;
     static const char spaces[] = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f";
     for (const char *p = spaces; *p; p++)
@@ -72,6 +80,25 @@ static Py_ssize_t
 digits_end(Text s, Py_ssize_t n, Py_ssize_t i)
 {
     while (i < n && (CLS[s[i]] & K_DIGIT))
+        i++;
+    return i;
+}
+
+/* The first digit at or after i (n if none). Eight bytes at a time: in ASCII (every byte below
+ * 0x80, so no carry crosses a byte) b + 0x50 has its top bit set when b >= '0', b + 0x46 when
+ * b > '9'. A word holding a digit is then searched byte by byte. */
+static Py_ssize_t
+next_digit(Text s, Py_ssize_t n, Py_ssize_t i)
+{
+    const uint64_t ones = 0x0101010101010101u;
+    while (i + 8 <= n) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if (((x + 0x50 * ones) & ~(x + 0x46 * ones) & (0x80 * ones)) != 0)
+            break;
+        i += 8;
+    }
+    while (i < n && !(CLS[s[i]] & K_DIGIT))
         i++;
     return i;
 }
@@ -265,7 +292,8 @@ match_timestamp(Text s, Py_ssize_t n, Py_ssize_t i)
 /* hex: \b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{16,}\b
  * At a word start, the match can only be the whole run of hex characters (a shorter one is
  * followed by a hex character: no \b); the lookaheads see that run: a letter and a digit in
- * it. Inside a run no position is a word start, so each run is tried once. */
+ * it. Inside a run no position is a word start, so each run is tried once: the run around each
+ * digit not in a run already tried. */
 
 static int
 pass_hex(Current *cur)
@@ -273,21 +301,19 @@ pass_hex(Current *cur)
     Pass p;
     start_pass(&p, cur);
     Text s = p.s;
-    Py_ssize_t n = p.n, i = 0;
-    while (i < n) {
-        if (!(CLS[s[i]] & (K_DIGIT | K_HEXL))) {
-            i++;
-            continue;
-        }
-        Py_ssize_t a = i;
+    Py_ssize_t n = p.n, done = 0; /* the runs before done are tried */
+    for (Py_ssize_t d = next_digit(s, n, 0); d < n; d = next_digit(s, n, done)) {
+        Py_ssize_t a = d, b = d;
         unsigned char seen = 0;
-        while (i < n && (CLS[s[i]] & (K_DIGIT | K_HEXL)))
-            seen |= CLS[s[i++]];
-        if (i - a >= 16 && (seen & K_DIGIT) && (seen & K_HEXL) && WORD_START(s, n, a) &&
-            WORD_END(s, n, i)) {
-            if (replace(&p, a, i, "<hex>") < 0)
+        while (a > done && (CLS[s[a - 1]] & K_HEX))
+            seen |= CLS[s[--a]];
+        while (b < n && (CLS[s[b]] & K_HEX))
+            seen |= CLS[s[b++]];
+        if (b - a >= 16 && (seen & K_HEXL) && WORD_START(s, n, a) && WORD_END(s, n, b)) {
+            if (replace(&p, a, b, "<hex>") < 0)
                 return finish(&p, cur, 1);
         }
+        done = b;
     }
     return finish(&p, cur, 0);
 }
@@ -347,18 +373,24 @@ match_duration(Text s, Py_ssize_t n, Py_ssize_t i)
     return e - j >= 1 && e - j <= 7 && is_unit(s + j, e - j) ? e : -1;
 }
 
+/* Which keyword passes (below) can match: for each run of digits, whether its keyword is right
+ * before it (through the separators its pattern allows, word boundaries not checked). */
+enum { KW_PID = 1, KW_ATTEMPT = 2, KW_LINE = 4 };
+
+static unsigned int
+keywords_before(Text s, Py_ssize_t n, Py_ssize_t d);
+
 static int
-pass_duration(Current *cur)
+pass_duration(Current *cur, unsigned int *keywords)
 {
     Pass p;
     start_pass(&p, cur);
     Text s = p.s;
     Py_ssize_t n = p.n, i = 0;
-    while (i < n) {
-        if (!(CLS[s[i]] & K_DIGIT)) {
-            i++;
-            continue;
-        }
+    while ((i = next_digit(s, n, i)) < n) {
+        /* i starts a run of digits: a keyword pass can only match at such a run, and one that
+         * survives this pass is visited here (its characters are left as they are). */
+        *keywords |= keywords_before(s, n, i);
         if (WORD_START(s, n, i)) {
             Py_ssize_t e = match_duration(s, n, i);
             if (e >= 0) {
@@ -410,92 +442,100 @@ pass_anchored(Current *cur, Matcher match, int anchor, const Py_ssize_t *offsets
 
 /* pid: \b(?i:pid)\b[\s:=#]*\d+     attempt: \b(?i:attempt)\b\s*#?\d+     line: \bline \d+\b
  * Each repeat only from its longest: a shorter one is followed by one of its own characters,
- * which is not a digit (nor a word end after the line number). */
+ * which is not a digit (nor a word end after the line number). So a match ends with a whole
+ * run of digits, and the separators before that run (the longest run of them) lead back to the
+ * keyword: each run of digits, in order, is checked backwards, from its first digit d, for the
+ * one match that can end with it (its start, or -1). Matches come out leftmost first: a
+ * keyword holds no digit, so a match's start is past the runs of digits before its own. */
 
 static int
 ci_word(Text s, Py_ssize_t n, Py_ssize_t i, const char *word, Py_ssize_t k)
 {
-    if (i + k > n)
+    if (i < 0 || i + k > n)
         return 0;
-    for (Py_ssize_t q = 0; q < k; q++) {
-        unsigned char c = s[i + q];
-        if (c >= 'A' && c <= 'Z')
-            c += 'a' - 'A';
-        if (c != (unsigned char)word[q])
+    for (Py_ssize_t q = 0; q < k; q++)
+        if (LOWER[s[i + q]] != (unsigned char)word[q])
             return 0;
-    }
     return 1;
 }
 
 static Py_ssize_t
-match_pid(Text s, Py_ssize_t n, Py_ssize_t i)
+start_pid(Text s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t d)
 {
-    if (!ci_word(s, n, i, "pid", 3) || !WORD_START(s, n, i) || !WORD_END(s, n, i + 3))
+    Py_ssize_t q = d;
+    while (q > pos && (CLS[s[q - 1]] & K_PIDSEP))
+        q--;
+    Py_ssize_t i = q - 3;
+    if (i < pos || !ci_word(s, n, i, "pid", 3) || !WORD_START(s, n, i) || !WORD_END(s, n, q))
         return -1;
-    Py_ssize_t j = i + 3;
-    while (j < n && (CLS[s[j]] & K_PIDSEP))
-        j++;
-    return IS_DIGIT(s, n, j) ? digits_end(s, n, j) : -1;
+    return i;
 }
 
 static Py_ssize_t
-match_attempt(Text s, Py_ssize_t n, Py_ssize_t i)
+start_attempt(Text s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t d)
 {
-    if (!ci_word(s, n, i, "attempt", 7) || !WORD_START(s, n, i) || !WORD_END(s, n, i + 7))
+    Py_ssize_t q = d;
+    if (q > pos && s[q - 1] == '#')
+        q--;
+    while (q > pos && (CLS[s[q - 1]] & K_SPACE))
+        q--;
+    Py_ssize_t i = q - 7;
+    if (i < pos || !ci_word(s, n, i, "attempt", 7) || !WORD_START(s, n, i) ||
+        !WORD_END(s, n, q))
         return -1;
-    Py_ssize_t j = i + 7;
-    while (j < n && (CLS[s[j]] & K_SPACE))
-        j++;
-    if (AT(s, n, j) == '#')
-        j++;
-    return IS_DIGIT(s, n, j) ? digits_end(s, n, j) : -1;
+    return i;
 }
 
 static Py_ssize_t
-match_line(Text s, Py_ssize_t n, Py_ssize_t i)
+start_line(Text s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t d)
 {
-    if (i + 6 > n || memcmp(s + i, "line ", 5) != 0 || !WORD_START(s, n, i) ||
-        !IS_DIGIT(s, n, i + 5))
+    Py_ssize_t i = d - 5;
+    if (i < pos || memcmp(s + i, "line ", 5) != 0 || !WORD_START(s, n, i) ||
+        !WORD_END(s, n, digits_end(s, n, d)))
         return -1;
-    Py_ssize_t e = digits_end(s, n, i + 5);
-    return WORD_END(s, n, e) ? e : -1;
+    return i;
 }
 
-/* A pass trying its matcher at every occurrence of its first letter (either case). */
+static unsigned int
+keywords_before(Text s, Py_ssize_t n, Py_ssize_t d)
+{
+    unsigned int found = 0;
+    Py_ssize_t q = d;
+    while (q > 0 && (CLS[s[q - 1]] & K_PIDSEP))
+        q--;
+    if (ci_word(s, n, q - 3, "pid", 3))
+        found |= KW_PID;
+    q = d;
+    if (q > 0 && s[q - 1] == '#')
+        q--;
+    while (q > 0 && (CLS[s[q - 1]] & K_SPACE))
+        q--;
+    if (ci_word(s, n, q - 7, "attempt", 7))
+        found |= KW_ATTEMPT;
+    if (d >= 5 && memcmp(s + d - 5, "line ", 5) == 0)
+        found |= KW_LINE;
+    return found;
+}
+
+typedef Py_ssize_t (*Start)(Text, Py_ssize_t, Py_ssize_t, Py_ssize_t);
+
 static int
-pass_keyword(Current *cur, Matcher match, unsigned char lower, int both_cases,
-             const char *placeholder)
+pass_keyword(Current *cur, Start start, const char *placeholder)
 {
     Pass p;
     start_pass(&p, cur);
     Text s = p.s;
-    Py_ssize_t n = p.n, i = 0;
-    unsigned char upper = both_cases ? (unsigned char)(lower - ('a' - 'A')) : lower;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c == lower || c == upper) {
-            Py_ssize_t e = match(s, n, i);
-            if (e >= 0) {
-                if (replace(&p, i, e, placeholder) < 0)
-                    return finish(&p, cur, 1);
-                i = e;
-                continue;
-            }
+    Py_ssize_t n = p.n, pos = 0; /* the end of the last match */
+    for (Py_ssize_t d = next_digit(s, n, 0); d < n;) {
+        Py_ssize_t end = digits_end(s, n, d), i = start(s, n, pos, d);
+        if (i >= 0) {
+            if (replace(&p, i, end, placeholder) < 0)
+                return finish(&p, cur, 1);
+            pos = end;
         }
-        i++;
+        d = next_digit(s, n, end);
     }
     return finish(&p, cur, 0);
-}
-
-/* Whether the text lower-cased holds ``word`` (lower-case ASCII). */
-static int
-ci_contains(Text s, Py_ssize_t n, const char *word)
-{
-    Py_ssize_t k = (Py_ssize_t)strlen(word);
-    for (Py_ssize_t i = 0; i + k <= n; i++)
-        if ((s[i] | 0x20) == (unsigned char)word[0] && ci_word(s, n, i, word, k))
-            return 1;
-    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -519,46 +559,33 @@ scan(PyObject *module, PyObject *value)
     Text s = (Text)PyUnicode_DATA(value);
     Py_ssize_t n = PyUnicode_GET_LENGTH(value);
 
-    /* The text's facts, learnt once: they stay true as patterns apply (a placeholder holds no
-     * digit, hyphen, colon or hex run, and the keyword checks read the original text). */
-    unsigned int seen = 0;
-    Py_ssize_t run = 0;
-    int hex_id = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char k = CLS[s[i]];
-        seen |= k;
-        if (k & (K_DIGIT | K_HEXL)) {
-            if (++run >= 16)
-                hex_id = 1;
-        }
-        else
-            run = 0;
-    }
-    int digit = (seen & K_DIGIT) != 0, dash = (seen & K_DASH) != 0;
-    if (!digit && !dash)
-        goto unchanged; /* every pattern needs a digit, but uuid, which needs a hyphen */
-    int pid = digit && ci_contains(s, n, "pid");
-    int attempt = digit && ci_contains(s, n, "attempt");
-    int line = digit && ci_contains(s, n, "line ");
+    /* Every pattern needs a digit, but uuid, which needs a hyphen. The keyword checks the
+     * Python path makes on the original text lower-cased (pid, attempt, line) are not needed:
+     * a keyword found in the text a pass reads is in the original (a placeholder holds none,
+     * and a match holds no '<' or '>' to join one to). */
+    int digit = next_digit(s, n, 0) < n;
+    if (!digit && memchr(s, '-', (size_t)n) == NULL)
+        goto unchanged;
 
     Current cur = {s, n, NULL};
-    if (dash && pass_anchored(&cur, match_uuid, '-', UUID_AT, 1, "<uuid>") < 0)
+    if (pass_anchored(&cur, match_uuid, '-', UUID_AT, 1, "<uuid>") < 0)
         goto error;
     if (!digit)
         goto done;
-    if (dash && pass_anchored(&cur, match_timestamp, '-', TIMESTAMP_AT, 1, "<timestamp>") < 0)
+    if (pass_anchored(&cur, match_timestamp, '-', TIMESTAMP_AT, 1, "<timestamp>") < 0)
         goto error;
-    if (hex_id && pass_hex(&cur) < 0)
+    if (pass_hex(&cur) < 0)
         goto error;
-    if ((seen & K_COLON) && pass_anchored(&cur, match_clock, ':', CLOCK_AT, 2, "<clock>") < 0)
+    if (pass_anchored(&cur, match_clock, ':', CLOCK_AT, 2, "<clock>") < 0)
         goto error;
-    if (pass_duration(&cur) < 0)
+    unsigned int keywords = 0;
+    if (pass_duration(&cur, &keywords) < 0)
         goto error;
-    if (pid && pass_keyword(&cur, match_pid, 'p', 1, "<pid>") < 0)
+    if ((keywords & KW_PID) && pass_keyword(&cur, start_pid, "<pid>") < 0)
         goto error;
-    if (attempt && pass_keyword(&cur, match_attempt, 'a', 1, "<attempt>") < 0)
+    if ((keywords & KW_ATTEMPT) && pass_keyword(&cur, start_attempt, "<attempt>") < 0)
         goto error;
-    if (line && pass_keyword(&cur, match_line, 'l', 0, "<line>") < 0)
+    if ((keywords & KW_LINE) && pass_keyword(&cur, start_line, "<line>") < 0)
         goto error;
 done:
     if (cur.owned == NULL)
