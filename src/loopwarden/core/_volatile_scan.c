@@ -1,6 +1,6 @@
 /* The recommended profile's built-in volatile patterns over ASCII text, in C.
  *
- * scan(value) gives exactly what loopwarden.core.volatile's Python builtin_text gives (and so
+ * scan(value) gives exactly what loopwarden.core.volatile.builtin_text_python gives (and so
  * what applying each of BUILTIN_PATTERNS in turn with re.sub gives) for an exact str whose text
  * is ASCII; for anything else it returns None and the caller takes the Python path, which stays
  * the specification (tests/test_volatile_scan.py compares the two).
@@ -9,12 +9,14 @@
  * plain ASCII case-insensitivity. Each pattern is a pass over the output of the previous one,
  * as re.sub would run it: leftmost match first, the next search from the end of the last match,
  * the word boundaries read from the pass's input. Each pass visits only the positions where a
- * match can start (found by memchr or a class table), and every pattern's backtracking reduces
+ * match can start (hyphens and colons found by memchr, the rest from the runs of digits, found
+ * eight bytes at a time), and every pattern's backtracking reduces
  * to a few fixed choices, written out below beside each matcher. A pass that replaces nothing
  * copies nothing; a text nothing replaces comes back as the same object.
  *
- * Out-of-range reads: every read goes through AT(), which gives 0 past the end (a byte with no
- * class: not a word character, so a word boundary holds at the end, as in re). C99, Python.h only.
+ * No read past the text: a read that may fall outside goes through AT(), which gives 0 there (a
+ * byte with no class: not a word character, so a word boundary holds at the end, as in re);
+ * the others follow a length check. C99, Python.h only.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
