@@ -1,5 +1,8 @@
 """Hatchling build hook: compile the hot modules with mypyc when building a regular wheel.
 
+With them, the hand-written C extensions of C_EXTENSIONS (the volatile scanner), under the same
+rules: built together or not at all.
+
 Optional speed-up only; the .py files stay in the wheel and are what runs whenever the
 compiled modules are absent:
 
@@ -57,6 +60,12 @@ COMPILED = [
     # MCP proxy parses); compiled, a third of its cost (docs/performance.md, analyze).
     "src/loopwarden/_exact_json.py",
 ]
+# Hand-written C extensions built with them (the same rules: all or none, a failure gives the
+# pure wheel): module name and source. The C scanner of the built-in volatile patterns over
+# ASCII text (docs/performance.md); core/volatile.py falls back to its Python path without it.
+C_EXTENSIONS = [
+    ("loopwarden.core._volatile_scan", "src/loopwarden/core/_volatile_scan.c"),
+]
 # Build-only requirements of the compiled variant (the runtime dependencies are added too: mypy
 # follows the compiled modules' imports into config.py, pydantic, json5 and orjson).
 BUILD_REQUIRES = ["mypy==2.4.1", "setuptools>=70"]
@@ -65,10 +74,10 @@ _COMPILE = textwrap.dedent(
     """
     import os
     import sys
-    from setuptools import Distribution
+    from setuptools import Distribution, Extension
     from mypyc.build import mypycify
 
-    work, config, *paths = sys.argv[1:]
+    work, config, c_extensions, *paths = sys.argv[1:]
     extensions = mypycify(
         ["--config-file", config, "--cache-dir", work + "/mypy_cache", *paths],
         target_dir=work + "/c",
@@ -76,6 +85,10 @@ _COMPILE = textwrap.dedent(
         # modules' __file__ from its location and expects it there.
         group_name="loopwarden",
     )
+    for spec in c_extensions.split(";") if c_extensions else []:
+        name, source = spec.split("=", 1)
+        flags = [] if os.name == "nt" else ["-std=c99"]
+        extensions.append(Extension(name, [source], extra_compile_args=flags))
     dist = Distribution({"name": "loopwarden-mypyc", "ext_modules": extensions})
     dist.script_args = ["build_ext", "--build-lib", work + "/lib", "--build-temp", work + "/tmp"]
     dist.parse_command_line()
@@ -140,14 +153,15 @@ class MypycHook(BuildHookInterface):  # type: ignore[type-arg]
             _COMPILE,
             work,
             str(root / "pyproject.toml"),
+            ";".join(f"{name}={root / source}" for name, source in C_EXTENSIONS),
             *(str(root / path) for path in COMPILED),
         ]
         # cwd outside the project: setuptools must not read the project's pyproject.toml.
         done = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
         built = sorted(Path(work, "lib").rglob("*.so")) + sorted(Path(work, "lib").rglob("*.pyd"))
-        if done.returncode != 0 or len(built) != len(COMPILED) + 1:
+        if done.returncode != 0 or len(built) != len(COMPILED) + 1 + len(C_EXTENSIONS):
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            self._fall_back(f"mypyc compilation failed:\n{tail}")
+            self._fall_back(f"compilation (mypyc, C extensions) failed:\n{tail}")
             return
         for path in built:
             build_data["force_include"][str(path)] = path.relative_to(Path(work, "lib")).as_posix()

@@ -40,8 +40,20 @@ def _compiled() -> bool:
     return compiled
 
 
+def _scanner() -> bool:
+    # The C volatile scanner: built with the compiled modules, never without them.
+    try:
+        from loopwarden.core import _volatile_scan
+    except ImportError:
+        return False
+    assert _is_extension(_volatile_scan)
+    return True
+
+
 def test_version_names_the_build_that_runs() -> None:
-    expected = "compiled engine: mypyc" if _compiled() else "pure Python"
+    compiled = _compiled()
+    assert _scanner() is compiled
+    expected = "compiled engine: mypyc, C volatile scanner" if compiled else "pure Python"
     done = subprocess.run(
         [sys.executable, "-m", "loopwarden", "--version"],
         capture_output=True,
@@ -59,6 +71,7 @@ def test_the_build_ci_means_to_test() -> None:
         pytest.skip("LOOPWARDEN_EXPECT_BUILD not set (.ci/run sets it for each pass)")
     assert build in ("pure", "compiled"), build
     assert _compiled() is (build == "compiled"), f"expected the {build} build: {history.__file__}"
+    assert _scanner() is (build == "compiled"), f"expected the {build} build: no C volatile scanner"
     where = os.environ.get("LOOPWARDEN_EXPECT_FROM")
     if where:
         package = Path(lw.__file__).resolve().parent

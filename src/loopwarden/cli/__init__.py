@@ -52,9 +52,24 @@ def engine_compiled() -> bool:
     return str(origin).endswith(tuple(EXTENSION_SUFFIXES))
 
 
+def volatile_scanner() -> bool:
+    """True when the C scanner of the built-in volatile patterns is there (a regular wheel
+    builds it with the compiled modules; without it, ``core/volatile.py`` runs them in Python).
+    """
+    import importlib.util
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    spec = importlib.util.find_spec("loopwarden.core._volatile_scan")
+    return spec is not None and str(spec.origin).endswith(tuple(EXTENSION_SUFFIXES))
+
+
 def engine_build() -> str:
-    """The build ``--version`` names: ``compiled engine: mypyc`` or ``pure Python``."""
-    return "compiled engine: mypyc" if engine_compiled() else "pure Python"
+    """The build ``--version`` names: ``compiled engine: mypyc`` (with ``, C volatile scanner``
+    when it is there, as in every regular wheel) or ``pure Python``."""
+    if not engine_compiled():
+        return "pure Python"
+    scanner = ", C volatile scanner" if volatile_scanner() else ""
+    return f"compiled engine: mypyc{scanner}"
 
 
 def build_parser(commands: Sequence[str] = _COMMANDS) -> argparse.ArgumentParser:

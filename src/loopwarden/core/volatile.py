@@ -9,7 +9,7 @@ replaced by fixed placeholders, so repeats of one failure hash the same. Pure fu
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +198,19 @@ _KEYWORD_RULES = (("pid", _PID), ("attempt", _ATTEMPT), ("line ", _LINE))
 def builtin_text(value: str) -> str:
     """``value`` with the built-in patterns applied, in order, each over the whole text.
 
+    An exact str of ASCII text goes to the C scanner when the build has it (the same text, see
+    :func:`builtin_text_python`); any other value, or a build without it, to the Python path.
+    """
+    if _scan is not None:
+        out = _scan(value)
+        if out is not None:
+            return out
+    return builtin_text_python(value)
+
+
+def builtin_text_python(value: str) -> str:
+    """:func:`builtin_text` in Python: the specification the C scanner is tested against.
+
     Gives what applying each of :data:`BUILTIN_PATTERNS` in turn gives, with two shortcuts: a
     pattern whose gate finds nothing is skipped, and the text's facts are learnt once. They stay
     true as patterns apply, because a placeholder holds no digit, hyphen or colon: replacing a
@@ -244,6 +257,19 @@ def builtin_text(value: str) -> str:
         if keyword in lowered:
             value = rule.pattern.sub(rule.replacement, value)
     return value
+
+
+# The C scanner (``_volatile_scan.c``): built into a regular wheel with the mypyc-compiled
+# modules (hatch_build.py), absent from an editable install or a pure wheel. For an exact str of
+# ASCII text it gives what builtin_text_python gives, in one pass over the text per pattern that
+# can match (the Python path runs about ten C-level scans and their set-up); None otherwise.
+_scan: Callable[[object], str | None] | None
+try:
+    from loopwarden.core._volatile_scan import scan as _c_scan
+except ImportError:
+    _scan = None
+else:
+    _scan = _c_scan
 
 
 _re2_options: list[Any] = []  # RE2's options, made on first use (the module loads lazily)
@@ -326,7 +352,11 @@ class VolatileNormalizer:
 
     def text(self, value: str) -> str:
         """Replace every volatile span of a string with ``<kind>``."""
-        value = _builtin_cached(value) if type(value) is str else builtin_text(value)
+        if type(value) is str:
+            out = _scan(value) if _scan is not None else None
+            value = out if out is not None else _builtin_cached(value)
+        else:
+            value = builtin_text(value)
         for rule in self.extra:
             value = rule.apply(value)
         return value
@@ -358,12 +388,13 @@ _short_cache: dict[str, str] = {}
 
 
 def _builtin_cached(value: str) -> str:
-    """``builtin_text(value)`` for an exact str, short ones remembered."""
+    """``builtin_text_python(value)`` for an exact str, short ones remembered (the text the C
+    scanner, when there, has declined: not ASCII)."""
     if len(value) > _SHORT:
-        return builtin_text(value)
+        return builtin_text_python(value)
     out = _short_cache.get(value)
     if out is None:
-        out = builtin_text(value)
+        out = builtin_text_python(value)
         if len(_short_cache) >= _SHORT_CACHE_SIZE:
             _short_cache.clear()
         _short_cache[value] = out
