@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import hashlib
 import logging
 import pickle
 import platform
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench._corpus import CORPUS_HELP, corpus_dir
+from bench._corpus import CORPUS_HELP, MINI_SWE, TAU_BENCH, corpus_dir
 from bench.bench_engine import (
     ENGINES,
     Call,
@@ -101,6 +102,15 @@ def replay_batches(block: dict[str, Any], size: int, workload: list[Call]) -> di
     return actions
 
 
+def _corpus_key(corpus: Path) -> str:
+    """What the workload is built from: the corpus files' contents (not their folder, so
+    checkouts of the repository in different places share one cache)."""
+    digest = hashlib.sha256()
+    for name in (MINI_SWE, TAU_BENCH):
+        digest.update((corpus / name).read_bytes())
+    return digest.hexdigest()
+
+
 def load_workload(corpus: Path, calls: int, cache: Path | None) -> list[Call]:
     """``build_workload``, or its copy in ``cache`` when that was built from the same corpus.
 
@@ -109,7 +119,7 @@ def load_workload(corpus: Path, calls: int, cache: Path | None) -> list[Call]:
     """
     if cache is None:
         return build_workload(corpus, calls)
-    key = str(corpus.resolve())  # the whole workload is kept: --calls takes its first calls
+    key = _corpus_key(corpus)  # the whole workload is kept: --calls takes its first calls
     if cache.exists():
         with cache.open("rb") as file:
             saved_key, workload = pickle.load(file)
