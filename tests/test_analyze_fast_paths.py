@@ -307,27 +307,3 @@ def test_replayers_reused_from_file_to_file_give_each_files_own_reports() -> Non
             assert found.reports == expected[sources.index(source)]
         assert all(len(replayer.guard.store) == 0 for replayer in replayers)  # type: ignore[arg-type]
     assert any(report.marks for reports in expected for variants in reports for report in variants)
-
-
-def test_forked_workers_with_this_process_among_them_give_results_in_task_order() -> None:
-    """``here``: this process takes tasks too (one child fewer): the same results, in order."""
-    for workers in (1, 2, 3):
-        got = list(_forked.forked_map(_slow_square, list(range(12)), workers, here=True))
-        assert got == [n * n for n in range(12)]
-
-
-def _pid_of_task(number: int) -> int:
-    time.sleep(0.02)
-    return os.getpid()
-
-
-def test_this_process_and_its_child_share_the_tasks() -> None:
-    pids = list(_forked.forked_map(_pid_of_task, list(range(16)), 2, here=True))
-    assert os.getpid() in pids and len(set(pids)) == 2
-
-
-def test_an_exception_in_this_processs_share_is_raised_as_it_is() -> None:
-    """With one worker, this process alone: the task's own exception, no worker traceback."""
-    with pytest.raises(ValueError, match="task 5 is bad") as raised:
-        list(_forked.forked_map(_fails_on_five, list(range(8)), 1, here=True))
-    assert raised.value.__cause__ is None

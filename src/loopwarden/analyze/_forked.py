@@ -36,20 +36,12 @@ class WorkerTraceback(Exception):
     """The traceback of an exception raised in a worker (its ``__cause__`` in this process)."""
 
 
-def forked_map(
-    func: Callable[[_T], _R], tasks: Sequence[_T], workers: int, *, here: bool = False
-) -> Iterator[_R]:
+def forked_map(func: Callable[[_T], _R], tasks: Sequence[_T], workers: int) -> Iterator[_R]:
     """``func(task)`` for every task, run in ``workers`` forked children, yielded in order.
 
-    ``here``: this process is one of the ``workers`` (``workers - 1`` children are forked): it
-    takes task numbers from the same pipe whenever no child's results are waiting to be read,
-    and its own results are neither pickled nor sent. With two workers that is one fork and
-    half the results through a pipe, and no process idles while another works.
-
-    An exception raised in a child is raised here (with the child's traceback as its cause; one
-    raised by this process's own share is raised as it is); a child that ends without sending
-    its results raises :class:`RuntimeError` saying how it ended. Closing the iterator early
-    stops the children.
+    An exception raised in a child is raised here (with the child's traceback as its cause);
+    a child that ends without sending its results raises :class:`RuntimeError` saying how it
+    ended. Closing the iterator early stops the children.
     """
     if len(tasks) > MAX_TASKS:
         raise ValueError(f"at most {MAX_TASKS} tasks, got {len(tasks)}")
@@ -65,9 +57,8 @@ def forked_map(
     gc.freeze()
     try:
         try:
-            for _ in range(workers - 1 if here else workers):
+            for _ in range(workers):
                 read, write = os.pipe()
-                _widen(write)
                 pid = os.fork()
                 if pid == 0:  # the child: never returns
                     for other in [read, *children]:
@@ -77,14 +68,9 @@ def forked_map(
                 children[read] = pid
         finally:
             gc.unfreeze()
-        if here:
-            yield from _collect(children, len(tasks), (func, tasks, queue))
-        else:
-            os.close(queue)
-            yield from _collect(children, len(tasks))
+        os.close(queue)
+        yield from _collect(children, len(tasks))
     finally:
-        if here:
-            os.close(queue)
         _stop(children)
 
 
@@ -108,34 +94,14 @@ def _work(func: Callable[[_T], _R], tasks: Sequence[_T], queue: int, out: int) -
         os._exit(code)  # no clean-up of the parent's state (atexit, buffers) in a child
 
 
-def _widen(pipe: int) -> None:
-    """Give a result pipe a buffer of 1 MB where the system allows it (Linux): a child then
-    goes on working while the parent is busy with a task of its own, instead of waiting for
-    the parent to read (the default buffer, 64 KB, holds a few files' reports)."""
-    try:
-        import fcntl
-    except ImportError:  # not on Windows, which does not fork either
-        return
-    size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if size is not None:
-        with contextlib.suppress(OSError):  # above the system's limit: the default stays
-            fcntl.fcntl(pipe, size, 1 << 20)
-
-
 def _send(out: int, number: int, payload: bytes) -> None:
     view = memoryview(_FRAME.pack(number, len(payload)) + payload)
     while view:
         view = view[os.write(out, view) :]
 
 
-def _collect(
-    children: dict[int, int],
-    count: int,
-    local: tuple[Callable[[_T], _R], Sequence[_T], int] | None = None,
-) -> Iterator[_R]:
-    """Read every child's frames as they come; yield the results in task order. ``local``
-    (the function, the tasks, the pipe of task numbers): this process works on tasks too,
-    whenever no child's results are waiting to be read."""
+def _collect(children: dict[int, int], count: int) -> Iterator[_R]:
+    """Read every child's frames as they come; yield the results in task order."""
     pending: dict[int, bytearray] = {read: bytearray() for read in children}
     done: dict[int, _R] = {}
     following = 0
@@ -144,22 +110,9 @@ def _collect(
             yield done.pop(following)
             following += 1
             continue
-        if local is not None:
-            # Read what has come first (a child whose pipe is full waits), else take a task.
-            ready = select.select(list(pending), [], [], 0)[0] if pending else []
-            if not ready:
-                func, tasks, queue = local
-                raw = os.read(queue, _INDEX.size)
-                if not raw:  # every task is taken: wait for the children from now on
-                    local = None
-                    continue
-                (number,) = _INDEX.unpack(raw)
-                done[number] = func(tasks[number])
-                continue
-        elif not pending:
+        if not pending:
             raise RuntimeError(_lost(children))
-        else:
-            ready, _, _ = select.select(list(pending), [], [])
+        ready, _, _ = select.select(list(pending), [], [])
         for read in ready:
             data = os.read(read, 1 << 20)
             if not data:
