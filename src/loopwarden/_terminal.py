@@ -12,10 +12,22 @@ import re
 
 # C0 controls, DEL, C1 controls; the Unicode line and paragraph separators (they break a line on
 # some terminals) and the bidirectional overrides and isolates (they reorder what is shown).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_KEEP_NEWLINE = re.compile(
-    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
+_UNSAFE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+_UNSAFE_KEEP_NEWLINE = "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+# What JSON leaves raw with ensure_ascii=False (it escapes C0 itself): DEL, C1 and the rest.
+_UNSAFE_IN_JSON = "[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(source: str) -> re.Pattern[str]:
+    """The compiled pattern, compiled on first use: most runs never meet a control character,
+    and compiling these classes is a measurable share of a command's start-up."""
+    pattern = _COMPILED.get(source)
+    if pattern is None:
+        pattern = _COMPILED[source] = re.compile(source)
+    return pattern
+
+
 _NAMED = {"\t": r"\t", "\n": r"\n", "\r": r"\r"}
 
 
@@ -37,12 +49,7 @@ def printable(text: str, *, newlines: bool = False) -> str:
     """
     if text.isprintable():  # the common case: nothing to escape (a space is printable)
         return text
-    pattern = _UNSAFE_KEEP_NEWLINE if newlines else _UNSAFE
-    return pattern.sub(_escape, text)
-
-
-# What JSON leaves raw with ensure_ascii=False (it escapes C0 itself): DEL, C1 and the rest.
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+    return _pattern(_UNSAFE_KEEP_NEWLINE if newlines else _UNSAFE).sub(_escape, text)
 
 
 def _json_escape(match: re.Match[str]) -> str:
@@ -57,7 +64,7 @@ def json_printable(document: str) -> str:
     """
     if document.isascii():
         return document
-    return _UNSAFE_IN_JSON.sub(_json_escape, document)
+    return _pattern(_UNSAFE_IN_JSON).sub(_json_escape, document)
 
 
 def plural(count: int, noun: str) -> str:

@@ -474,7 +474,8 @@ def _note(report: TrajectoryReport, index: int, tool: str, decision: Decision) -
 
 
 PREVIEW_CHARS = 80
-_SECRET_KEY = re.compile(r"pass|secret|token|api.?key|auth|credential|cookie|private", re.I)
+# Compiled on first use (re's cache): only the HTML report's previews need it.
+_SECRET_KEY = r"pass|secret|token|api.?key|auth|credential|cookie|private"
 
 
 def _preview(report: TrajectoryReport, index: int, call: ToolCall, action: str) -> None:
@@ -498,7 +499,7 @@ def _masked(value: Any, depth: int = 0) -> Any:
         return "…"
     if isinstance(value, dict):
         return {
-            str(key): "•••" if _SECRET_KEY.search(str(key)) else _masked(item, depth + 1)
+            str(key): "•••" if re.search(_SECRET_KEY, str(key), re.I) else _masked(item, depth + 1)
             for key, item in value.items()
         }
     if isinstance(value, list):
