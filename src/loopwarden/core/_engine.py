@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopwarden.core.canonical import hash_tool_call
+from loopwarden.core.canonical import _digest_plain, _plain_key, hash_tool_call
 from loopwarden.core.tool_call import ToolCallRecord
 
 RunKey = str | None
@@ -622,16 +622,22 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
                 at += 2
             else:
                 return memo.signature, memo
-    result = hash_tool_call(tool, params)
+    # One walk both proves the params flat and plain (what canonical's _plain_form would
+    # check before encoding them) and collects what the memo keeps: then they are encoded
+    # and hashed directly, not walked a second time by hash_tool_call.
     remembered: list[Any] = []
+    plain = True
     for key, value in fields.items():
-        if type(key) is not str or not _is_scalar(value):
-            return result, memo
+        if type(key) is not str:
+            return hash_tool_call(tool, params), memo
+        kind = type(value)
+        if kind is float:  # the memo keeps it, but only _plain_form knows how to write it
+            plain = False
+        elif not (kind is str or kind is int or kind is bool or value is None):
+            return hash_tool_call(tool, params), memo
+        if plain and not _plain_key(key):
+            plain = False
         remembered.append(key)
         remembered.append(value)
+    result = f"{tool}:{_digest_plain(params)}" if plain else hash_tool_call(tool, params)
     return result, Memo(result, tool, remembered)
-
-
-def _is_scalar(value: object) -> bool:
-    kind = type(value)
-    return kind is str or kind is int or kind is float or kind is bool or value is None
