@@ -237,5 +237,6 @@ def test_recent_run_records_match_the_snapshot_walk(seed: int) -> None:
     ],
 )
 def test_memo_signature_of_flat_params_is_hash_tool_call(params: dict[str, Any]) -> None:
-    signature, _ = _engine.signature(None, "search", params)
-    assert signature == hash_tool_call("search", params)
+    memo = _engine.Memo()
+    assert _engine.signature(memo, "search", params) == hash_tool_call("search", params)
+    assert _engine.signature(memo, "search", params) == hash_tool_call("search", params)
