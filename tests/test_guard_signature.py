@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from loopwarden.core import _engine
 from loopwarden.core.canonical import UNDEFINED, hash_tool_call
 from loopwarden.core.detectors import detect
 from loopwarden.core.history import (
@@ -57,6 +58,8 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
         for attribute, value in list(vars(module).items()):
             if callable(value) and value in spies:
                 monkeypatch.setattr(module, attribute, spies[value])
+    # Flat params are hashed by the engine's memo itself, without hash_tool_call's walk.
+    monkeypatch.setattr(_engine, "_digest_plain", counting("params", _engine._digest_plain))
     yield seen
 
 
@@ -220,3 +223,20 @@ def test_recent_run_records_match_the_snapshot_walk(seed: int) -> None:
                 expected = [r for r in reversed(snapshot) if r.run_id == key][: max(limit, 1)]
                 got = recent_run_records(state, key, limit)
                 assert [id(r) for r in got] == [id(r) for r in expected], (i, key, limit)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"q": "plain", "n": 3, "ok": True, "none": None},
+        {"x": 1.5, "y": 2.0, "z": 1e-7},  # floats: only the canonical walk writes them
+        {"\U0001f600": 1, "a": 2},  # an astral key: code-point order is not UTF-16 order
+        {"lone": "\ud800x"},  # a lone surrogate: the encoder refuses it
+        {"big": 2**80},  # beyond the encoder's ints
+        {"é": "ü", "b": "\u2028"},
+    ],
+)
+def test_memo_signature_of_flat_params_is_hash_tool_call(params: dict[str, Any]) -> None:
+    memo = _engine.Memo()
+    assert _engine.signature(memo, "search", params) == hash_tool_call("search", params)
+    assert _engine.signature(memo, "search", params) == hash_tool_call("search", params)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopwarden.core.canonical import hash_tool_call
+from loopwarden.core.canonical import _digest_plain, _plain_key, hash_tool_call
 from loopwarden.core.tool_call import ToolCallRecord
 
 RunKey = str | None
@@ -586,19 +586,20 @@ def signature_key(tool: str, signature: str) -> SigKey:
 class Memo:
     """The last signature computed, the tool, and the params' keys and values, flat.
 
-    A class, not a tuple: the compiled build reads its fields as native attributes, where
-    each index of a typed tuple unboxes the whole tuple again (and it runs on every call).
+    One per session, updated in place by :func:`signature`: no tuple returned and no memo
+    allocated per call. A class, not a tuple: the compiled build reads its fields as native
+    attributes. ``tool`` None: nothing remembered yet (no tool name equals it).
     """
 
     __slots__ = ("flat", "signature", "tool")
 
-    def __init__(self, signature: str, tool: str, flat: list[Any]) -> None:
-        self.signature = signature
-        self.tool = tool
-        self.flat = flat
+    def __init__(self) -> None:
+        self.signature = ""
+        self.tool: str | None = None
+        self.flat: list[Any] = []
 
 
-def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | None]:
+def signature(memo: Memo, tool: str, params: Any) -> str:
     """``hash_tool_call(tool, params)``, reusing the previous answer when it must be the same.
 
     detect, record_call and record_outcome of one call hash the same params three times. When
@@ -607,12 +608,13 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
     always has the same canonical text), its signature cannot have changed. Identity,
     not equality: no ``__eq__`` runs, ``1`` never stands in for ``True``, and a dict changed in
     place since holds other objects. Anything else (nesting, subclasses, ``update_plan``'s
-    normaliser) is hashed afresh. Returns the signature and the memo to keep.
+    normaliser) is hashed afresh and leaves the memo as it was; a flat dict hashed afresh
+    becomes what the memo remembers.
     """
     if type(params) is not dict or tool == "update_plan":
-        return hash_tool_call(tool, params), memo
+        return hash_tool_call(tool, params)
     fields: dict[Any, Any] = params
-    if memo is not None and memo.tool == tool:
+    if memo.tool == tool:
         flat = memo.flat
         if len(fields) * 2 == len(flat):
             at = 0
@@ -621,17 +623,24 @@ def signature(memo: Memo | None, tool: str, params: Any) -> tuple[str, Memo | No
                     break
                 at += 2
             else:
-                return memo.signature, memo
-    result = hash_tool_call(tool, params)
+                return memo.signature
+    # One walk both proves the params flat and plain (what canonical's _plain_form would
+    # check before encoding them) and collects what the memo keeps: then they are encoded
+    # and hashed directly, not walked a second time by hash_tool_call.
     remembered: list[Any] = []
+    plain = True
     for key, value in fields.items():
-        if type(key) is not str or not _is_scalar(value):
-            return result, memo
+        if type(key) is not str:
+            return hash_tool_call(tool, params)
+        kind = type(value)
+        if kind is float:  # the memo keeps it, but only _plain_form knows how to write it
+            plain = False
+        elif not (kind is str or kind is int or kind is bool or value is None):
+            return hash_tool_call(tool, params)
+        if plain and not _plain_key(key):
+            plain = False
         remembered.append(key)
         remembered.append(value)
-    return result, Memo(result, tool, remembered)
-
-
-def _is_scalar(value: object) -> bool:
-    kind = type(value)
-    return kind is str or kind is int or kind is float or kind is bool or value is None
+    result = f"{tool}:{_digest_plain(params)}" if plain else hash_tool_call(tool, params)
+    memo.signature, memo.tool, memo.flat = result, tool, remembered
+    return result

@@ -750,9 +750,40 @@ def digest_stable(value: object) -> str:
     data = _stringify_fast(value)
     if data is None:
         data = _stringify_exact(value).encode("utf-8")
+    return _digest_bytes(data)
+
+
+def _digest_bytes(data: bytes) -> str:
     if _hash_key is not None:
         return hashlib.blake2b(data, key=_hash_key, digest_size=32).hexdigest()
     return _sha256(data).hexdigest()
+
+
+def _digest_plain(value: object) -> str:
+    """`digest_stable(value)` for a value its caller has already walked as `_plain_form` would
+    and found plain as it is (every key a str without astral characters, every leaf a str,
+    int, bool or None): the encoder writes it directly, without walking it a second time.
+    The encoder's own refusals (lone surrogates, huge ints) still go to the exact walker.
+    """
+    data: bytes | None = None
+    try:
+        if _orjson_dumps is not None:
+            data = _orjson_dumps(value, option=_ORJSON_SORT_KEYS)
+        else:
+            data = (_encoder or _fast_encoder())(value)
+    except (ValueError, TypeError):
+        data = None
+    if data is None:
+        data = _stringify_exact(value).encode("utf-8")
+    return _digest_bytes(data)
+
+
+def _plain_key(key: object) -> bool:
+    """A dict key `_plain_dict` admits as it is: a str without astral characters."""
+    if type(key) is not str:
+        return False
+    text: str = key
+    return text.isascii() or _ASTRAL.search(text) is None
 
 
 def _set_hash_key(key: bytes | None) -> None:

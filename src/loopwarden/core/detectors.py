@@ -241,5 +241,5 @@ def detect(
     if run is None:  # no record of this run: every count is 0
         return NOT_STUCK
     if signature is None:
-        signature, state._memo = signature_of(state._memo, tool, params)
+        signature = signature_of(state._memo, tool, params)
     return _evaluate(run, tool, params, signature, config)

@@ -42,7 +42,7 @@ class SessionState:
         # of one call get the same run id object, and a str's normalisation never changes.
         self._raw_run: object = None
         self._run_key: RunKey = None
-        self._memo: Memo | None = None  # the last signature computed (see _engine.signature)
+        self._memo = Memo()  # the last signature computed (see _engine.signature)
         self._load(history)
 
     @property
@@ -186,8 +186,7 @@ _time = time.time  # a module global, so tests can give both engines one fake cl
 
 def call_signature(state: SessionState, tool: str, params: Any) -> str:
     """``hash_tool_call(tool, params)`` through the session's memo (``_engine.signature``)."""
-    signature, state._memo = signature_of(state._memo, tool, params)
-    return signature
+    return signature_of(state._memo, tool, params)
 
 
 def _checked_signature(tool: str, signature: object) -> str:
@@ -235,7 +234,7 @@ def record_call(
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
     if signature is None:
-        signature, state._memo = signature_of(state._memo, tool, params)
+        signature = signature_of(state._memo, tool, params)
     run_key = state._key(run_id)
     record = ToolCallRecord(tool, signature, call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
@@ -270,7 +269,7 @@ def record_outcome(
     if result_hash is None:
         return None
     if signature is None:
-        signature, state._memo = signature_of(state._memo, tool, params)
+        signature = signature_of(state._memo, tool, params)
     run_key = state._key(run_id)
     run = state._runs.get(run_key)
     seg = None if run is None else run.match(signature, call_id)
@@ -318,7 +317,7 @@ def record_veto(
         signature = _checked_signature(tool, signature)
     history_size = resolve_config(config).history_size
     if signature is None:
-        signature, state._memo = signature_of(state._memo, tool, params)
+        signature = signature_of(state._memo, tool, params)
     run_key = state._key(run_id)
     run = state._runs.get(run_key) or state._run(run_key)
     sig = run.sigs.get(signature)

@@ -14,6 +14,7 @@ from typing import Any, Final
 from loopwarden.core.canonical import (
     _JS_WHITESPACE,
     UNDEFINED,
+    _digest_plain,
     _float_text,
     _int_text,
     _safe_str,
@@ -101,37 +102,53 @@ def hash_tool_outcome(
     details: dict[Any, Any] = raw_details if isinstance(raw_details, dict) else {}
     if _is(_get(details, "status"), "blocked") and _is(_get(details, "deniedReason"), "tool-loop"):
         return None, None  # the detector's own veto is never progress
-    shaped = _shaped_outcome(tool, params, result, details, send_tools)
-    return digest_stable(shaped), None
+    return _shaped_digest(tool, params, result, details, send_tools), None
 
 
-def _shaped_outcome(
+def _shaped_digest(
     tool: str,
     params: object,
     result: dict[Any, Any],
     details: dict[Any, Any],
     send_tools: Collection[str],
-) -> object:
-    """The value hashed for a dict result: rules 5-8, first that applies.
+) -> str:
+    """The digest of the value hashed for a dict result: rules 5-8, first that applies.
 
     The content text is joined only by the rules that use it: most exec results carry their
     output twice (content and details.aggregated), and copying 20 kB for nothing is not free.
+    The shapes of exec and process outcomes are built here with constant keys, so only their
+    values' types decide whether they can be encoded without the canonical walk
+    (`_digest_flat`).
     """
     status = _get(details, "status")
     if tool == "exec" and isinstance(status, str):
         shaped = _exec_outcome(status, details, result)
         if shaped is not None:
-            return shaped
+            return _digest_flat(shaped)
     action = _get(params, "action") if isinstance(params, dict) else None
     if tool == "process" and _is(action, "poll"):
-        return _process_outcome("poll", details, _content_text(result))
+        return _digest_flat(_process_outcome("poll", details, _content_text(result)))
     if tool == "process" and _is(action, "log"):
-        return _process_outcome("log", details, _content_text(result))
+        return _digest_flat(_process_outcome("log", details, _content_text(result)))
     if tool == "sessions_send" or tool in send_tools or (tool == "message" and _is_send(action)):
-        return strip_volatile_ids(details)
+        return digest_stable(strip_volatile_ids(details))
     if tool == "update_plan":
-        return {"details": normalize_plan(details), "text": ""}
-    return {"details": details, "text": _content_text(result)}
+        return digest_stable({"details": normalize_plan(details), "text": ""})
+    return digest_stable({"details": details, "text": _content_text(result)})
+
+
+def _digest_flat(shaped: dict[str, object]) -> str:
+    """``digest_stable(shaped)`` for a shape whose keys are this module's ASCII names.
+
+    When every value is an exact str, int, bool or None, the canonical walk would find the
+    dict plain as it is: it is encoded directly (floats, containers and subclasses take
+    the walk, as before).
+    """
+    for value in shaped.values():
+        kind = type(value)
+        if not (kind is str or kind is int or kind is bool or value is None):
+            return digest_stable(shaped)
+    return _digest_plain(shaped)
 
 
 def _is(value: object, text: str) -> bool:
