@@ -196,7 +196,7 @@ def next_call_streak(streak: CallStreak | None, signature: str) -> CallStreak:
 # Cycles: A-B-C-A-B-C..., generalising ping-pong (period 2).
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Cycle:
     """The longest repeating tail of period ``period`` that the next call would extend."""
 
@@ -204,6 +204,20 @@ class Cycle:
     count: int = 0
     no_progress: bool = False
     signatures: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        period: int = 0,
+        count: int = 0,
+        no_progress: bool = False,
+        signatures: tuple[str, ...] = (),
+    ) -> None:
+        # Written out (init=False), as the generated one does it: native in the compiled
+        # build, where the generated __init__ is an interpreted frame on every cycle found.
+        object.__setattr__(self, "period", period)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "no_progress", no_progress)
+        object.__setattr__(self, "signatures", signatures)
 
 
 _NO_CYCLE = Cycle()

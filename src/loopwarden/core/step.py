@@ -26,6 +26,7 @@ from loopwarden.core.errors import LoopStoppedError
 from loopwarden.core.events import Action, EventType, LoopEvent
 from loopwarden.core.history import (
     call_signature,
+    has_run_records,
     normalize_run_id,
     recent_run_records,
     record_call,
@@ -539,17 +540,27 @@ def _after(
 
 
 def _keep_run(session: GuardSession, per_run: dict[RunKey, _V], run: RunKey, value: _V) -> None:
-    """``session.keep_run(per_run, run, value)``, its two common cases here, compiled: the
-    run already the map's newest entry, or a new one with no entry to trim. The recommended
-    profile keeps its streaks on nearly every call; ``keep_run`` is an interpreted frame."""
+    """``session.keep_run(per_run, run, value)`` (then its ``_trim``), step for step, compiled:
+    the recommended profile keeps a streak on nearly every call, and session.py's methods are
+    interpreted frames. Keep the two alike."""
     if run in per_run:
         if next(reversed(per_run)) == run:
-            per_run[run] = value
+            per_run[run] = value  # already the newest: nothing moves, nothing to trim
             return
-    elif len(per_run) < MAX_IDLE_RUNS:
-        per_run[run] = value  # the newest entry, and no more than the bound: nothing to trim
+        del per_run[run]  # re-inserted last: dicts keep insertion order
+    per_run[run] = value
+    excess = len(per_run) - MAX_IDLE_RUNS
+    if excess <= 0:
         return
-    session.keep_run(per_run, run, value)
+    state = session.state
+    doomed: list[RunKey] = []
+    for key in per_run:  # oldest first; the walk skips at most historySize live runs
+        if len(doomed) == excess:
+            break
+        if key != run and not has_run_records(state, key):
+            doomed.append(key)
+    for key in doomed:
+        del per_run[key]
 
 
 def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
