@@ -65,9 +65,11 @@ def is_known_poll(tool: str, params: Any) -> bool:
     """Known polling calls: ``command_status``, or ``process`` with action poll/log."""
     if tool == "command_status":
         return True
+    # A dict answered first: isinstance(x, Mapping) runs abc's __instancecheck__, an
+    # interpreted frame even in the compiled build.
     return (
         tool == "process"
-        and isinstance(params, Mapping)
+        and (type(params) is dict or isinstance(params, Mapping))
         and params.get("action") in ("poll", "log")
     )
 

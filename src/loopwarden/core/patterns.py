@@ -21,21 +21,81 @@ from loopwarden.core.history import VETO_HASH
 from loopwarden.core.tool_call import ToolCallRecord
 
 
+class DetectorLimits:
+    """What the extra detectors read of a config, as native fields: a ``ResolvedConfig`` is a
+    Python dataclass, each of its attributes a generic look-up, and the detectors read a dozen
+    of them on every call the profile judges. Built once per config (:func:`detector_limits`).
+    """
+
+    def __init__(self, config: ResolvedConfig) -> None:
+        switches = config.detectors
+        self.config = config
+        self.repeated_error: bool = switches.repeated_error
+        self.same_outcome: bool = switches.same_outcome
+        self.consecutive: bool = switches.consecutive_repeat
+        self.cycle: bool = switches.cycle
+        self.has_policies = bool(config.tool_policies)
+        self.repeated_error_threshold: int = config.repeated_error_threshold
+        self.same_outcome_threshold: int = config.same_outcome_threshold
+        self.silent_threshold: int = config.silent_threshold
+        self.consecutive_critical_threshold: int = config.consecutive_critical_threshold
+        self.consecutive_any_result_threshold: int = config.consecutive_any_result_threshold
+        self.consecutive_warning_threshold: int = config.consecutive_warning_threshold
+        self.circuit_breaker_threshold: int = config.global_circuit_breaker_threshold
+        self.critical_threshold: int = config.critical_threshold
+        self.warning_threshold: int = config.warning_threshold
+        self.max_cycle_period: int = config.max_cycle_period
+        longest = max(
+            config.consecutive_any_result_threshold,
+            config.silent_threshold,
+            config.global_circuit_breaker_threshold + config.max_cycle_period,
+        )
+        self.scan_limit: int = longest + 1
+        # Enough records to tell whether the next call repeats or continues a cycle at all
+        # (see ``reaches_back``); most calls do neither, and need no more than these.
+        self.short_scan: int = max(config.max_cycle_period, 2) + 1
+        # Whether a call that repeats nothing gets no consecutive verdict (every threshold at
+        # least 1, as resolve_config makes them): then it is not measured at all.
+        self.repeats_from_one: bool = (
+            min(
+                config.consecutive_critical_threshold,
+                config.consecutive_any_result_threshold,
+                config.consecutive_warning_threshold,
+            )
+            >= 1
+        )
+
+
+def detector_limits(config: ResolvedConfig) -> DetectorLimits:
+    """The config's :class:`DetectorLimits` (asked on every call, nearly always of one config:
+    the last one is kept)."""
+    last = _last_limits[0]
+    if last is not None and last.config is config:
+        return last
+    limits = DetectorLimits(config)
+    _last_limits[0] = limits  # one object, replaced whole: thread-safe
+    return limits
+
+
+_last_limits: list[DetectorLimits | None] = [None]
+
+
 def scan_limit(config: ResolvedConfig) -> int:
     """How many recent records the extra detectors may need to look at."""
-    last = _last_scan_limit[0]
-    if last[0] is config:  # asked on every call, nearly always of one config (it is frozen)
-        return last[1]
-    longest = max(
-        config.consecutive_any_result_threshold,
-        config.silent_threshold,
-        config.global_circuit_breaker_threshold + config.max_cycle_period,
-    )
-    _last_scan_limit[0] = (config, longest + 1)  # one tuple, replaced whole: thread-safe
-    return longest + 1
+    return detector_limits(config).scan_limit
 
 
-_last_scan_limit: list[tuple[ResolvedConfig | None, int]] = [(None, 0)]
+def reaches_back(tail: Sequence[ToolCallRecord], signature: str) -> bool:
+    """Whether the extra detectors may read past ``tail`` (the run's newest
+    ``DetectorLimits.short_scan`` records, newest first) for the next call ``signature``.
+
+    Only a call that repeats one of the newest calls can: a consecutive repeat (its newest
+    record has that signature) or a cycle of period ``p`` (its ``p``-th newest has it, ``p``
+    from 2 to ``maxCyclePeriod``). A repeat that does not reach back to the second newest
+    record stops there; so does every cycle whose ``p``-th newest record is not the call.
+    """
+    return any(tail[i].args_hash == signature for i in range(1, len(tail) - 1))
+
 
 # Types that are never a Mapping. ``isinstance(x, Mapping)`` runs abc's __instancecheck__, an
 # interpreted frame, whatever x is (even a dict): the outcomes this module reads are nearly
@@ -136,7 +196,7 @@ def next_call_streak(streak: CallStreak | None, signature: str) -> CallStreak:
 # Cycles: A-B-C-A-B-C..., generalising ping-pong (period 2).
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Cycle:
     """The longest repeating tail of period ``period`` that the next call would extend."""
 
@@ -144,6 +204,20 @@ class Cycle:
     count: int = 0
     no_progress: bool = False
     signatures: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        period: int = 0,
+        count: int = 0,
+        no_progress: bool = False,
+        signatures: tuple[str, ...] = (),
+    ) -> None:
+        # Written out (init=False), as the generated one does it: native in the compiled
+        # build, where the generated __init__ is an interpreted frame on every cycle found.
+        object.__setattr__(self, "period", period)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "no_progress", no_progress)
+        object.__setattr__(self, "signatures", signatures)
 
 
 _NO_CYCLE = Cycle()
@@ -221,7 +295,7 @@ def is_failure(result: Any, error: Any) -> bool:
     return details.get("status") in ("failed", "error", "timeout") or nonzero
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ErrorStreak:
     """The run's newest outcomes: one tool failing with one (normalised) outcome, ``count``
     times in a row."""
@@ -229,6 +303,13 @@ class ErrorStreak:
     tool: str
     result_hash: str
     count: int
+
+    def __init__(self, tool: str, result_hash: str, count: int) -> None:
+        # Written out (init=False), as the generated one does it: native in the compiled
+        # build, where the generated __init__ is an interpreted frame on every failure.
+        object.__setattr__(self, "tool", tool)
+        object.__setattr__(self, "result_hash", result_hash)
+        object.__setattr__(self, "count", count)
 
 
 def next_error_streak(
@@ -688,7 +769,7 @@ LAST_CHANCE_PREFIX = "last-chance:"
 
 
 def _consecutive_verdict(
-    tool: str, signature: str, c: Consecutive, cfg: ResolvedConfig, read_only: bool = False
+    tool: str, signature: str, c: Consecutive, cfg: DetectorLimits, read_only: bool = False
 ) -> Verdict:
     """``read_only`` (``toolPolicies``): no warning for repeats whose results change."""
     key = f"consecutive:{tool}:{signature}"
@@ -752,9 +833,9 @@ def _consecutive_verdict(
     return NOT_STUCK
 
 
-def _cycle_verdict(tool: str, found: Cycle, cfg: ResolvedConfig) -> Verdict:
+def _cycle_verdict(tool: str, found: Cycle, cfg: DetectorLimits) -> Verdict:
     key = "cycle:" + "|".join(found.signatures)
-    if found.no_progress and found.count >= cfg.global_circuit_breaker_threshold:
+    if found.no_progress and found.count >= cfg.circuit_breaker_threshold:
         return Verdict(
             True,
             "critical",
@@ -788,7 +869,7 @@ def _cycle_verdict(tool: str, found: Cycle, cfg: ResolvedConfig) -> Verdict:
     return Verdict(True, level, "cycle", found.count, text, tool, key)
 
 
-def _error_verdict(tool: str, streak: ErrorStreak | None, cfg: ResolvedConfig) -> Verdict:
+def _error_verdict(tool: str, streak: ErrorStreak | None, cfg: DetectorLimits) -> Verdict:
     if streak is None or streak.tool != tool or streak.count < cfg.repeated_error_threshold:
         return NOT_STUCK
     return Verdict(
@@ -808,7 +889,7 @@ SAME_OUTCOME_NAMED = " The result that keeps coming back: "
 
 
 def _same_outcome_verdict(
-    tool: str, signature: str, streak: OutcomeStreak | None, cfg: ResolvedConfig
+    tool: str, signature: str, streak: OutcomeStreak | None, cfg: DetectorLimits
 ) -> Verdict:
     threshold = cfg.same_outcome_threshold
     if streak is None or streak.length < threshold - 1 or streak.mute:
@@ -866,26 +947,96 @@ def extra_verdicts(
     ``outcome_streak``: the run's same-outcome stretch (``next_outcome_streak``).
     ``call_streak``: the run's newest calls with one signature (``next_call_streak``).
     """
+    lim = detector_limits(cfg)
     verdicts: list[Verdict] = []
-    switches = cfg.detectors
-    if switches.repeated_error:
-        verdicts.append(_error_verdict(tool, error_streak, cfg))
-    if switches.same_outcome and not poll:
-        verdicts.append(_same_outcome_verdict(tool, signature, outcome_streak, cfg))
-    if switches.consecutive_repeat and not poll:
-        repeat = consecutive_repeat(tail, signature, pending)
-        if call_streak is not None and call_streak.signature == signature:
-            # The history may hold fewer calls than the streak: its own count is the longer.
-            calls = max(repeat.calls, call_streak.length)
-            repeat = Consecutive(calls, repeat.identical, repeat.result_hash)
-        policy = cfg.policy(tool) if cfg.tool_policies else None
-        read_only = policy is not None and policy.read_only
-        verdicts.append(_consecutive_verdict(tool, signature, repeat, cfg, read_only))
-    if switches.cycle:
-        # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.
-        found = cycle(tail, signature, 2, cfg.max_cycle_period)
-        verdicts.append(_cycle_verdict(tool, found, cfg))
+    if lim.repeated_error:
+        verdicts.append(_error_verdict(tool, error_streak, lim))
+    if lim.same_outcome and not poll:
+        verdicts.append(_same_outcome_verdict(tool, signature, outcome_streak, lim))
+    if lim.consecutive and not poll:
+        verdicts.append(_repeat_verdict(tail, tool, signature, lim, pending, call_streak))
+    if lim.cycle:
+        verdicts.append(_cycles_verdict(tail, tool, signature, lim))
     return [v for v in verdicts if v.stuck]
+
+
+def _repeat_verdict(
+    tail: Sequence[ToolCallRecord],
+    tool: str,
+    signature: str,
+    lim: DetectorLimits,
+    pending: int,
+    call_streak: CallStreak | None,
+) -> Verdict:
+    streak_length = 0
+    if call_streak is not None and call_streak.signature == signature:
+        streak_length = call_streak.length
+    if streak_length == 0 and lim.repeats_from_one and (not tail or tail[0].args_hash != signature):
+        return NOT_STUCK  # not a repeat: no call counted, none identical (most calls)
+    repeat = consecutive_repeat(tail, signature, pending)
+    if streak_length > repeat.calls:
+        # The history may hold fewer calls than the streak: its own count is the longer.
+        repeat = Consecutive(streak_length, repeat.identical, repeat.result_hash)
+    read_only = False
+    if lim.has_policies:
+        policy = lim.config.policy(tool)
+        read_only = policy is not None and policy.read_only
+    return _consecutive_verdict(tool, signature, repeat, lim, read_only)
+
+
+def _cycles_verdict(
+    tail: Sequence[ToolCallRecord], tool: str, signature: str, lim: DetectorLimits
+) -> Verdict:
+    # Period 2 is included for the breaker across patterns; below it, pairs stay ping-pong's.
+    found = cycle(tail, signature, 2, lim.max_cycle_period)
+    if found.count == 0:
+        return NOT_STUCK  # no cycle the call continues (most calls)
+    return _cycle_verdict(tool, found, lim)
+
+
+def with_extra_verdicts(
+    verdict: Verdict,
+    tail: Sequence[ToolCallRecord],
+    call: tuple[str, str, bool],
+    error_streak: ErrorStreak | None,
+    lim: DetectorLimits,
+    pending: int,
+    outcome_streak: OutcomeStreak | None,
+    call_streak: CallStreak | None,
+) -> Verdict:
+    """``strongest([verdict, *extra_verdicts(...)])``, without the lists: each detector in the
+    same order, none asked once a critical verdict is found (none can be stronger).
+
+    ``verdict``: OpenClaw's detectors' own. ``call``: (tool, signature, poll).
+    """
+    tool, signature, poll = call
+    best = verdict if verdict.stuck else NOT_STUCK
+    if best.level == "critical":
+        return best
+    if lim.repeated_error:
+        found = _error_verdict(tool, error_streak, lim)
+        if found.stuck:  # always critical
+            return found
+    if not poll:
+        if lim.same_outcome:
+            found = _same_outcome_verdict(tool, signature, outcome_streak, lim)
+            if found.stuck:
+                if found.level == "critical":
+                    return found
+                if not best.stuck:
+                    best = found
+        if lim.consecutive:
+            found = _repeat_verdict(tail, tool, signature, lim, pending, call_streak)
+            if found.stuck:
+                if found.level == "critical":
+                    return found
+                if not best.stuck:
+                    best = found
+    if lim.cycle:
+        found = _cycles_verdict(tail, tool, signature, lim)
+        if found.stuck and (found.level == "critical" or not best.stuck):
+            return found
+    return best
 
 
 _SEVERITY = {"critical": 2, "warning": 1}

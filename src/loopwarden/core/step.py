@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from loopwarden.core.canonical import UNDEFINED
 from loopwarden.core.compaction import CompactionLoopPersistedError, CompactionVerdict
@@ -26,6 +26,7 @@ from loopwarden.core.errors import LoopStoppedError
 from loopwarden.core.events import Action, EventType, LoopEvent
 from loopwarden.core.history import (
     call_signature,
+    has_run_records,
     normalize_run_id,
     recent_run_records,
     record_call,
@@ -39,21 +40,22 @@ from loopwarden.core.patterns import (
     as_stop_message,
     blocked_streak,
     comparable_outcome,
-    extra_verdicts,
+    detector_limits,
     is_failure,
     next_call_streak,
     next_error_streak,
     next_outcome_streak,
     presumed_outcome_streak,
-    scan_limit,
+    reaches_back,
     stretch_key,
-    strongest,
+    with_extra_verdicts,
 )
-from loopwarden.core.session import GuardSession, InFlight
+from loopwarden.core.session import MAX_IDLE_RUNS, GuardSession, InFlight, RunKey
 from loopwarden.core.tool_call import ToolCallRecord
 from loopwarden.core.volatile import VolatileNormalizer
 
 DecisionAction = Literal["allow", "warn", "block", "stop"]
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, init=False)
@@ -255,7 +257,7 @@ def _before(
     run = normalize_run_id(run_id)
     stop_reason = session.stopped.get(run)
     if stop_reason is not None:
-        session.keep_run(session.stopped, run, stop_reason)  # still active: kept stopped
+        _keep_run(session, session.stopped, run, stop_reason)  # still active: kept stopped
         error = LoopStoppedError(stop_reason, detector="run_stopped", count=0, tool_name=tool)
         return Decision("stop", stop_reason, None, blocked_result(stop_reason), error)
     # A tool's own thresholds, if a policy sets any (the check inline: most guards have none).
@@ -358,21 +360,24 @@ def _verdict(
     # A tool's own config (ResolvedConfig.for_tool) changes thresholds only, never the switches.
     if not judge.extra_detectors:
         return verdict
-    tail = recent_run_records(session.state, run, scan_limit(config))
-    poll = is_poll_call(tool, params, config)
-    streak = session.error_streaks.get(run)
-    extra = extra_verdicts(
+    if verdict.stuck and verdict.level == "critical":
+        return verdict  # no extra verdict is stronger (see with_extra_verdicts)
+    limits = detector_limits(config)
+    # The run's newest few records tell whether the call repeats any recent one; only then
+    # may the detectors read further back (reaches_back), up to their scan limit.
+    tail = recent_run_records(session.state, run, limits.short_scan)
+    if len(tail) == limits.short_scan and reaches_back(tail, signature):
+        tail = recent_run_records(session.state, run, limits.scan_limit)
+    return with_extra_verdicts(
+        verdict,
         tail,
-        tool,
-        signature,
-        poll,
-        streak,
-        config,
+        (tool, signature, is_poll_call(tool, params, config)),
+        session.error_streaks.get(run),
+        limits,
         pending,
-        outcome_streak=session.outcome_streaks.get(run),
-        call_streak=session.call_streaks.get(run),
+        session.outcome_streaks.get(run),
+        session.call_streaks.get(run),
     )
-    return strongest([verdict, *extra])
 
 
 def _block(
@@ -512,7 +517,7 @@ def _after(
         if streak is None:
             session.error_streaks.pop(run, None)
         else:
-            session.keep_run(session.error_streaks, run, streak)
+            _keep_run(session, session.error_streaks, run, streak)
     if judge.follows_outcomes:
         _follow_stretch(judge, session, run, (tool, params), record, (result, error, failed))
     guard = session.compaction.get(run)
@@ -534,11 +539,35 @@ def _after(
     return Decision("stop", verdict.message, None, None, error_obj)
 
 
+def _keep_run(session: GuardSession, per_run: dict[RunKey, _V], run: RunKey, value: _V) -> None:
+    """``session.keep_run(per_run, run, value)`` (then its ``_trim``), step for step, compiled:
+    the recommended profile keeps a streak on nearly every call, and session.py's methods are
+    interpreted frames. Keep the two alike."""
+    if run in per_run:
+        if next(reversed(per_run)) == run:
+            per_run[run] = value  # already the newest: nothing moves, nothing to trim
+            return
+        del per_run[run]  # re-inserted last: dicts keep insertion order
+    per_run[run] = value
+    excess = len(per_run) - MAX_IDLE_RUNS
+    if excess <= 0:
+        return
+    state = session.state
+    doomed: list[RunKey] = []
+    for key in per_run:  # oldest first; the walk skips at most historySize live runs
+        if len(doomed) == excess:
+            break
+        if key != run and not has_run_records(state, key):
+            doomed.append(key)
+    for key in doomed:
+        del per_run[key]
+
+
 def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
     streaks = session.call_streaks
     streak = streaks.get(run)
     if streak is None:
-        session.keep_run(streaks, run, next_call_streak(None, signature))
+        _keep_run(session, streaks, run, next_call_streak(None, signature))
     else:  # updated in place: trimming drops idle runs, not a run calling
         streaks[run] = next_call_streak(streak, signature)
 
@@ -571,7 +600,7 @@ def _follow_stretch(
     if run in stretches:  # updated in place: trimming drops idle runs, not a run calling
         stretches[run] = stretch
     else:
-        session.keep_run(stretches, run, stretch)
+        _keep_run(session, stretches, run, stretch)
 
 
 def _normalize_error(normalizer: VolatileNormalizer, error: Any) -> Any:
