@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from loopwarden.core._engine import VETO_HASH as _VETO_HASH
 from loopwarden.core._engine import Memo, RunKey, _Run, signature_key
@@ -179,6 +179,44 @@ def recent_run_records(state: SessionState, run_id: RunKey, limit: int) -> list[
 def has_run_records(state: SessionState, run_id: RunKey) -> bool:
     """Whether the run still has records in the history (O(1): the engine keeps a count)."""
     return run_id in state._runs
+
+
+_V = TypeVar("_V")
+
+
+def keep_run(
+    state: SessionState, per_run: dict[RunKey, _V], run_id: RunKey, value: _V, limit: int
+) -> None:
+    """Set ``per_run[run_id]`` as its newest entry, then trim ``per_run`` to ``limit`` entries.
+
+    A guard session's per-run maps (stops, streaks, counters) keep their entries in order of
+    last use; see :func:`trim_runs_map`. Here, not in the session's class, so that the step
+    keeps a run without an interpreted frame in the compiled build.
+    """
+    if per_run and next(reversed(per_run)) == run_id:
+        per_run[run_id] = value  # already the newest: nothing moves, nothing to trim
+        return
+    per_run.pop(run_id, None)  # re-inserted last: dicts keep insertion order
+    per_run[run_id] = value
+    trim_runs_map(state, per_run, run_id, limit)
+
+
+def trim_runs_map(
+    state: SessionState, per_run: dict[RunKey, Any], newest: RunKey, limit: int
+) -> None:
+    """Drop the oldest entries past ``limit``, but ``newest`` and runs still in the history
+    (at most historySize of them), whose state detection may still read."""
+    excess = len(per_run) - limit
+    if excess <= 0:
+        return
+    doomed: list[RunKey] = []
+    for run in per_run:  # oldest first; the walk skips at most historySize live runs
+        if len(doomed) == excess:
+            break
+        if run != newest and not has_run_records(state, run):
+            doomed.append(run)
+    for run in doomed:
+        del per_run[run]
 
 
 _time = time.time  # a module global, so tests can give both engines one fake clock

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from loopwarden.core.compaction import PostCompactionGuard
 from loopwarden.core.events import LoopEvent
-from loopwarden.core.history import SessionState, has_run_records
+from loopwarden.core.history import SessionState, keep_run, trim_runs_map
 from loopwarden.core.patterns import CallStreak, ErrorStreak, OutcomeStreak
 
 MAX_WARNING_KEYS = 256
@@ -154,31 +154,12 @@ class GuardSession:
         historySize of them), whose state detection may still read. Re-keeping a run (a stopped
         run calling again) makes it the newest: a run stays stopped while it keeps calling.
         """
-        if per_run and next(reversed(per_run)) == run_id:
-            per_run[run_id] = value  # already the newest: nothing moves, nothing to trim
-            return
-        per_run.pop(run_id, None)  # re-inserted last: dicts keep insertion order
-        per_run[run_id] = value
-        self._trim(per_run, run_id)
-
-    def _trim(self, per_run: dict[RunKey, Any], newest: RunKey = None) -> None:
-        """Drop the oldest entries past ``MAX_IDLE_RUNS``, keeping runs still in the history."""
-        excess = len(per_run) - MAX_IDLE_RUNS
-        if excess <= 0:
-            return
-        doomed: list[RunKey] = []
-        for run in per_run:  # oldest first; the walk skips at most historySize live runs
-            if len(doomed) == excess:
-                break
-            if run != newest and not has_run_records(self.state, run):
-                doomed.append(run)
-        for run in doomed:
-            del per_run[run]
+        keep_run(self.state, per_run, run_id, value, MAX_IDLE_RUNS)
 
     def trim_runs(self) -> None:
         """Bound every per-run map (a session restored from an older, unbounded snapshot)."""
         for per_run in self._per_run_maps():
-            self._trim(per_run)
+            trim_runs_map(self.state, per_run, None, MAX_IDLE_RUNS)
 
     def _per_run_maps(self) -> tuple[dict[RunKey, Any], ...]:
         return (

@@ -26,7 +26,7 @@ from loopwarden.core.errors import LoopStoppedError
 from loopwarden.core.events import Action, EventType, LoopEvent
 from loopwarden.core.history import (
     call_signature,
-    has_run_records,
+    keep_run,
     normalize_run_id,
     recent_run_records,
     record_call,
@@ -281,7 +281,7 @@ def _before(
         _count_call(session, run, signature)
     if in_flight is not None:
         in_flight.add(signature)
-        session.keep_run(session.in_flight, run, in_flight)
+        _keep_run(session, session.in_flight, run, in_flight)
     if not verdict.stuck:
         return ALLOW
     if not _should_emit(session, verdict, run, config):
@@ -403,7 +403,7 @@ def _block(
         session.remember_blocked(tool_call_id)
     stretch = session.outcome_streaks.get(run)
     if verdict.detector == "same_outcome" and stretch is not None:
-        session.keep_run(session.outcome_streaks, run, blocked_streak(stretch))
+        _keep_run(session, session.outcome_streaks, run, blocked_streak(stretch))
     if config.count_blocked_calls:
         record_veto(session.state, tool, params, tool_call_id, config, run, signature=signature)
         if config.detectors.consecutive_repeat:
@@ -412,7 +412,7 @@ def _block(
     events.append(_event(judge, session, run, action, verdict, tool, signature, tool_call_id))
     if not stopping:
         return Decision("block", message, verdict, blocked_result(message))
-    session.keep_run(session.stopped, run, message)
+    _keep_run(session, session.stopped, run, message)
     session.run(run, judge.agent_id).stop_reason = as_stop_message(record_message(verdict, tool))
     error = LoopStoppedError(
         message, detector=str(verdict.detector), count=verdict.count, tool_name=tool
@@ -441,9 +441,9 @@ def _stops(
     )
     if not same_batch:
         count += 1
-        session.keep_run(session.block_counts, run, count)
+        _keep_run(session, session.block_counts, run, count)
         if batch is not None and config.stop_after_blocks > 0:
-            session.keep_run(session.block_batches, run, batch)
+            _keep_run(session, session.block_batches, run, batch)
     if config.stop_after_blocks <= 0 or (same_batch and count == 1):
         return False
     return count >= config.stop_after_blocks or verdict.detector == "global_circuit_breaker"
@@ -525,7 +525,7 @@ def _after(
         return ALLOW
     verdict = guard.observe(record.tool_name, record.args_hash, record.result_hash)
     if guard.armed:
-        session.keep_run(session.compaction, run, guard)
+        _keep_run(session, session.compaction, run, guard)
     else:  # the window is over: a disarmed guard does nothing until arm() starts afresh
         del session.compaction[run]
     if verdict is None:
@@ -534,33 +534,15 @@ def _after(
     events.append(
         _event(judge, session, run, "stop", verdict, tool, record.args_hash, tool_call_id)
     )
-    session.keep_run(session.stopped, run, verdict.message)
+    _keep_run(session, session.stopped, run, verdict.message)
     session.run(run, judge.agent_id).stop_reason = verdict.message
     return Decision("stop", verdict.message, None, None, error_obj)
 
 
 def _keep_run(session: GuardSession, per_run: dict[RunKey, _V], run: RunKey, value: _V) -> None:
-    """``session.keep_run(per_run, run, value)`` (then its ``_trim``), step for step, compiled:
-    the recommended profile keeps a streak on nearly every call, and session.py's methods are
-    interpreted frames. Keep the two alike."""
-    if run in per_run:
-        if next(reversed(per_run)) == run:
-            per_run[run] = value  # already the newest: nothing moves, nothing to trim
-            return
-        del per_run[run]  # re-inserted last: dicts keep insertion order
-    per_run[run] = value
-    excess = len(per_run) - MAX_IDLE_RUNS
-    if excess <= 0:
-        return
-    state = session.state
-    doomed: list[RunKey] = []
-    for key in per_run:  # oldest first; the walk skips at most historySize live runs
-        if len(doomed) == excess:
-            break
-        if key != run and not has_run_records(state, key):
-            doomed.append(key)
-    for key in doomed:
-        del per_run[key]
+    """``session.keep_run``, compiled (the method is an interpreted frame: the recommended
+    profile keeps a streak on nearly every call)."""
+    keep_run(session.state, per_run, run, value, MAX_IDLE_RUNS)
 
 
 def _count_call(session: GuardSession, run: str | None, signature: str) -> None:
