@@ -1019,23 +1019,24 @@ def with_extra_verdicts(
             return found
     if not poll:
         if lim.same_outcome:
-            found = _same_outcome_verdict(tool, signature, outcome_streak, lim)
-            if found.stuck:
-                if found.level == "critical":
-                    return found
-                if not best.stuck:
-                    best = found
+            best = _stronger(best, _same_outcome_verdict(tool, signature, outcome_streak, lim))
+            if best.level == "critical":
+                return best
         if lim.consecutive:
-            found = _repeat_verdict(tail, tool, signature, lim, pending, call_streak)
-            if found.stuck:
-                if found.level == "critical":
-                    return found
-                if not best.stuck:
-                    best = found
+            best = _stronger(
+                best, _repeat_verdict(tail, tool, signature, lim, pending, call_streak)
+            )
+            if best.level == "critical":
+                return best
     if lim.cycle:
-        found = _cycles_verdict(tail, tool, signature, lim)
-        if found.stuck and (found.level == "critical" or not best.stuck):
-            return found
+        return _stronger(best, _cycles_verdict(tail, tool, signature, lim))
+    return best
+
+
+def _stronger(best: Verdict, found: Verdict) -> Verdict:
+    """``found`` when it is stronger than ``best`` (the earlier of two equals wins)."""
+    if found.stuck and (found.level == "critical" or not best.stuck):
+        return found
     return best
 
 
