@@ -584,6 +584,11 @@ def _stringify_fast(value: object, encode: Callable[[object], bytes] | None = No
     plain = _plain_form(value, 0)
     if plain is _REFUSED:
         return None
+    return _encode_plain(plain, encode)
+
+
+def _encode_plain(plain: object, encode: Callable[[object], bytes] | None = None) -> bytes | None:
+    """A plain value (see `_plain_form`) encoded by the C encoder, or None when it refuses."""
     try:
         if encode is None and _orjson_dumps is not None:  # the usual case, without a closure
             return _orjson_dumps(plain, option=_ORJSON_SORT_KEYS)
@@ -765,14 +770,7 @@ def _digest_plain(value: object) -> str:
     int, bool or None): the encoder writes it directly, without walking it a second time.
     The encoder's own refusals (lone surrogates, huge ints) still go to the exact walker.
     """
-    data: bytes | None = None
-    try:
-        if _orjson_dumps is not None:
-            data = _orjson_dumps(value, option=_ORJSON_SORT_KEYS)
-        else:
-            data = (_encoder or _fast_encoder())(value)
-    except (ValueError, TypeError):
-        data = None
+    data = _encode_plain(value)
     if data is None:
         data = _stringify_exact(value).encode("utf-8")
     return _digest_bytes(data)
