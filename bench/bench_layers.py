@@ -33,8 +33,11 @@ import functools
 import gc
 import hashlib
 import logging
+import os
 import pickle
 import platform
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,15 +123,35 @@ def load_workload(corpus: Path, calls: int, cache: Path | None) -> list[Call]:
     if cache is None:
         return build_workload(corpus, calls)
     key = _corpus_key(corpus)  # the whole workload is kept: --calls takes its first calls
-    if cache.exists():
-        with cache.open("rb") as file:
-            saved_key, workload = pickle.load(file)
-        if saved_key == key:
-            return list(workload[:calls])
+    saved = _read_cache(cache)
+    if saved is not None and saved[0] == key:
+        return list(saved[1][:calls])
     workload = build_workload(corpus, 10**9)
-    with cache.open("wb") as file:
-        pickle.dump((key, workload), file, protocol=pickle.HIGHEST_PROTOCOL)
+    # Written beside the cache, then renamed over it: a run stopped mid-write (or two runs
+    # writing at once) never leaves a half-written cache for the next run to read.
+    fd, temporary = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            pickle.dump((key, workload), file, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, cache)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return workload[:calls]
+
+
+def _read_cache(cache: Path) -> tuple[str, list[Call]] | None:
+    """The cache's (corpus key, workload), or None when there is none or it cannot be read
+    (then it is built again and replaced)."""
+    try:
+        with cache.open("rb") as file:
+            key, workload = pickle.load(file)
+    except FileNotFoundError:
+        return None
+    except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError) as error:
+        print(f"workload cache {cache} unreadable ({error}); building it again", file=sys.stderr)
+        return None
+    return key, workload
 
 
 def layers(workload: list[Call], size: int) -> dict[str, Callable[[], Any]]:

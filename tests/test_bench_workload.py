@@ -47,3 +47,15 @@ def test_cache_of_another_corpus_is_rebuilt(tmp_path: Path) -> None:
     of_second = load_workload(second, 10**9, cache)  # not the first corpus's, from the cache
     assert len(of_second) > len(of_first)
     assert load_workload(second, 10**9, cache) == of_second
+
+
+def test_unreadable_cache_is_built_again(tmp_path: Path) -> None:
+    corpus = _small_corpus(tmp_path / "corpus", 20)
+    cache = tmp_path / "workload.pickle"
+    built = build_workload(corpus, 10**9)
+    cache.write_bytes(pickle.dumps(("key", built))[:50])  # cut short, as by a stopped write
+    assert load_workload(corpus, 10**9, cache) == built
+    with cache.open("rb") as file:
+        _key, kept = pickle.load(file)  # replaced by a whole cache
+    assert kept == built
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["workload.pickle"]
