@@ -218,6 +218,7 @@ class _Run:
     def add_pending(self, record: ToolCallRecord, key: SigKey) -> None:
         """Append a record that has no result yet (flat: it runs for nearly every call)."""
         sig = self.sigs.get(key)
+        is_new = sig is None
         if sig is None:
             sig = _Sig(key, record.tool_name)
         seg = _Segment(self.last, record, sig, sig.total, self.top + 1)
@@ -235,7 +236,8 @@ class _Run:
                 seg.i_prev = same_id
             self.by_id[tool_call_id] = seg
         self.top += 1
-        self.sigs[key] = sig
+        if is_new:  # filed only now: a refused id above must leave no trace
+            self.sigs[key] = sig
         sig.total += 1
         sig.count += 1
         self.n += 1

@@ -590,9 +590,10 @@ def _stringify_fast(value: object, encode: Callable[[object], bytes] | None = No
 def _encode_plain(plain: object, encode: Callable[[object], bytes] | None = None) -> bytes | None:
     """A plain value (see `_plain_form`) encoded by the C encoder, or None when it refuses."""
     try:
-        if encode is None and _orjson_dumps is not None:  # the usual case, without a closure
-            return _orjson_dumps(plain, option=_ORJSON_SORT_KEYS)
-        return (encode or _encoder or _fast_encoder())(plain)
+        dumps = _HASHING.dumps
+        if encode is None and dumps is not None:  # the usual case, without a closure
+            return dumps(plain, option=_ORJSON_SORT_KEYS)
+        return (encode or _HASHING.encoder or _fast_encoder())(plain)
     except (ValueError, TypeError):  # surrogates, huge ints: the exact walker handles them
         return None
 
@@ -689,39 +690,57 @@ _STDLIB_ENCODER: Final[Callable[[object, int], list[str]]] = (
     ]
 )
 
-_encoder: Callable[[object], bytes] | None = None
-# orjson.dumps itself while orjson is the fast-path encoder, for `_stringify_fast` to call directly.
-_orjson_dumps: Callable[..., bytes] | None = None
 _ORJSON_SORT_KEYS: Final = 1 << 5  # orjson.OPT_SORT_KEYS (checked when orjson is chosen)
 _sha256: Final = hashlib.sha256
-# Set only by a process that persists signatures where others might read them (the coding-CLI
-# hook): digests become keyed BLAKE2b, equal exactly when the plain ones are. None: SHA-256.
-_hash_key: bytes | None = None
+
+
+class _Hashing:
+    """The process's hashing choices, read by every digest (twice per tool call).
+
+    Fields of one object behind a ``Final`` name, not module globals: the compiled build reads
+    a global that can change through the module's dict, a lookup per read; a field of a native
+    object is one load. Changed only by `_set_fast_encoder` and `_set_hash_key`.
+    """
+
+    __slots__ = ("dumps", "encoder", "key")
+
+    def __init__(self) -> None:
+        self.encoder: Callable[[object], bytes] | None = None
+        # orjson.dumps itself while orjson is the fast-path encoder, for `_encode_plain` to
+        # call directly.
+        self.dumps: Callable[..., bytes] | None = None
+        # Set only by a process that persists signatures where others might read them (the
+        # coding-CLI hook): digests become keyed BLAKE2b, equal exactly when the plain ones
+        # are. None: SHA-256.
+        self.key: bytes | None = None
+
+
+_HASHING: Final = _Hashing()
 
 
 def _fast_encoder() -> Callable[[object], bytes]:
     """orjson when it imports (several times faster on long strings), else the stdlib encoder."""
-    if _encoder is None:
+    if _HASHING.encoder is None:
         try:
             _set_fast_encoder("orjson")
         except ImportError:
             _set_fast_encoder("stdlib")
-    assert _encoder is not None
-    return _encoder
+    encoder = _HASHING.encoder
+    assert encoder is not None
+    return encoder
 
 
 def _set_fast_encoder(name: str) -> None:
     """Choose the fast-path encoder: "orjson" or "stdlib" (benchmarks compare them)."""
-    global _encoder, _orjson_dumps
-    _encoder = _make_encoder(name)
+    encoder = _make_encoder(name)
+    dumps: Callable[..., bytes] | None = None
     if name == "orjson":
         import orjson
 
         if orjson.OPT_SORT_KEYS != _ORJSON_SORT_KEYS:
             raise ImportError(f"orjson {orjson.__version__}: unexpected OPT_SORT_KEYS value")
-        _orjson_dumps = orjson.dumps
-    else:
-        _orjson_dumps = None
+        dumps = orjson.dumps
+    _HASHING.encoder, _HASHING.dumps = encoder, dumps
 
 
 def _make_encoder(name: str) -> Callable[[object], bytes]:
@@ -759,8 +778,9 @@ def digest_stable(value: object) -> str:
 
 
 def _digest_bytes(data: bytes) -> str:
-    if _hash_key is not None:
-        return hashlib.blake2b(data, key=_hash_key, digest_size=32).hexdigest()
+    key = _HASHING.key
+    if key is not None:
+        return hashlib.blake2b(data, key=key, digest_size=32).hexdigest()
     return _sha256(data).hexdigest()
 
 
@@ -791,13 +811,12 @@ def _set_hash_key(key: bytes | None) -> None:
     them: keyed digests compare equal exactly when plain ones do, so no decision changes, but
     they cannot be recomputed without the key. Digests made under different keys never match.
     """
-    global _hash_key
-    _hash_key = key
+    _HASHING.key = key
 
 
 def _hash_keyed() -> bool:
     """Whether this process's digests are keyed (:func:`_set_hash_key`)."""
-    return _hash_key is not None
+    return _HASHING.key is not None
 
 
 def normalize_params(tool: str, params: object) -> object:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from loopwarden.core._engine import _Run
 from loopwarden.core._engine import signature as signature_of
 from loopwarden.core.config import ResolvedConfig, resolve_config
-from loopwarden.core.history import SessionState, _checked_signature
+from loopwarden.core.history import Limits, SessionState, _checked_signature, limits_of
 
 Level = Literal["warning", "critical"]
 
@@ -161,51 +161,50 @@ def _generic_warning(tool: str, count: int, signature: str) -> Verdict:
     )
 
 
-def _evaluate(run: _Run, tool: str, params: Any, signature: str, config: ResolvedConfig) -> Verdict:
-    """Apply the §5 rule table to one run's incremental state."""
+def _evaluate(run: _Run, tool: str, params: Any, signature: str, limits: Limits) -> Verdict:
+    """Apply the §5 rule table to one run's incremental state (``limits``: the config's)."""
     last = run.last  # U: the trailing streak of the newest segment
-    if last.t >= config.unknown_tool_threshold and last.tool == tool:
+    if last.t >= limits.unknown_tool and last.tool == tool:
         return _unknown_tool(tool, last.t, last.unk)
     sig = run.sigs.get(signature)
     if sig is None:  # a signature the run has not seen: only a ping-pong could hold
-        if run.tail >= 2 and signature == run.b and config.detectors.ping_pong:
-            return _ping_pong_verdict(run, config) or NOT_STUCK
+        if run.tail >= 2 and signature == run.b and limits.ping_pong:
+            return _ping_pong_verdict(run, limits) or NOT_STUCK
         return NOT_STUCK
     streak, latest = sig.streak, sig.latest
-    if streak >= config.global_circuit_breaker_threshold:
+    if streak >= limits.breaker:
         return _breaker(tool, streak, signature, latest)
     poll = (tool == "command_status" or tool == "process") and is_known_poll(tool, params)
     read_only = False
-    if config.tool_policies:  # loopwarden extension: per-tool policies (toolPolicies)
-        policy = config.policy(tool)
+    if limits.policies:  # loopwarden extension: per-tool policies (toolPolicies)
+        policy = limits.config.policy(tool)
         if policy is not None:
             poll = poll or policy.poll
             read_only = policy.read_only
-    switches = config.detectors
-    if poll and switches.known_poll_no_progress:
-        if streak >= config.critical_threshold:
+    if poll and limits.known_poll:
+        if streak >= limits.critical:
             return _poll("critical", tool, streak, signature, latest)
-        if streak >= config.warning_threshold:
+        if streak >= limits.warning:
             return _poll("warning", tool, streak, signature, latest)
-    if run.tail >= 2 and signature == run.b and switches.ping_pong:
-        verdict = _ping_pong_verdict(run, config)
+    if run.tail >= 2 and signature == run.b and limits.ping_pong:
+        verdict = _ping_pong_verdict(run, limits)
         if verdict is not None:
             return verdict
-    if not poll and switches.generic_repeat:
-        if streak >= config.critical_threshold:
+    if not poll and limits.generic_repeat:
+        if streak >= limits.critical:
             return _generic_critical(tool, streak, signature, latest)
         # A read-only tool repeated while its result changes is polling, not looping: only
         # repeats without progress (N) count toward its warning; the block above is unchanged.
         repeats = streak if read_only else sig.count
-        if repeats >= config.warning_threshold:
+        if repeats >= limits.warning:
             return _generic_warning(tool, repeats, signature)
     return NOT_STUCK
 
 
-def _ping_pong_verdict(run: _Run, config: ResolvedConfig) -> Verdict | None:
+def _ping_pong_verdict(run: _Run, limits: Limits) -> Verdict | None:
     """Rules 5 and 6, when the call would extend the run's alternating tail (P = tail + 1)."""
     count = run.tail + 1
-    if count < config.warning_threshold:
+    if count < limits.warning:
         return None
     a, b = run.a, run.b
     assert a is not None and b is not None and run.newest is not None
@@ -213,7 +212,7 @@ def _ping_pong_verdict(run: _Run, config: ResolvedConfig) -> Verdict | None:
     side_a, side_b = run.side_a, run.side_b
     # No-progress evidence: every tail record has a result, one hash per side.
     evidence = len(side_a) == 1 and len(side_b) == 1 and None not in side_a and None not in side_b
-    if count >= config.critical_threshold and evidence:
+    if count >= limits.critical and evidence:
         return _ping_pong("critical", count, paired, (a, b))
     return _ping_pong("warning", count, paired, (a, b))
 
@@ -236,7 +235,8 @@ def detect(
         signature = _checked_signature(tool, signature)
     if type(config) is not ResolvedConfig:
         config = resolve_config(config)
-    if config.enabled is not True:  # detection_enabled (§1.3), without the property call
+    limits = limits_of(state, config)
+    if not limits.enabled:
         return NOT_STUCK
     run_key = state._key(run_id)
     run = state._runs.get(run_key)
@@ -244,4 +244,4 @@ def detect(
         return NOT_STUCK
     if signature is None:
         signature = signature_of(state._memo, tool, params)
-    return _evaluate(run, tool, params, signature, config)
+    return _evaluate(run, tool, params, signature, limits)

@@ -33,7 +33,7 @@ class SessionState:
     restores a session). Recording and detection never copy it.
     """
 
-    __slots__ = ("_memo", "_raw_run", "_records", "_run_key", "_runs")
+    __slots__ = ("_limits", "_memo", "_raw_run", "_records", "_run_key", "_runs")
 
     def __init__(self, history: Iterable[ToolCallRecord] = ()) -> None:
         self._records: deque[ToolCallRecord] = deque()
@@ -43,6 +43,7 @@ class SessionState:
         self._raw_run: object = None
         self._run_key: RunKey = None
         self._memo = Memo()  # the last signature computed (see _engine.signature)
+        self._limits: Limits | None = None  # the last config's fields (see limits_of)
         self._load(history)
 
     @property
@@ -117,6 +118,54 @@ class SessionState:
                 del runs[record.run_id]
             else:
                 run.evict(record)
+
+
+class Limits:
+    """The fields of one ``ResolvedConfig`` that recording and detection read on every call.
+
+    ``ResolvedConfig`` is a plain (uncompiled) frozen dataclass: each field read is a generic
+    attribute lookup, a dozen per call. This copy is a native object, built again whenever
+    the session is handed another config object. It holds the config it copies, so that
+    object stays alive and the identity check in :func:`limits_of` cannot meet a new object
+    at a recycled address; and a frozen config's fields, all ints, bools and tuples, never
+    change after it is built.
+    """
+
+    __slots__ = (
+        "breaker",
+        "config",
+        "critical",
+        "enabled",
+        "generic_repeat",
+        "history_size",
+        "known_poll",
+        "ping_pong",
+        "policies",
+        "unknown_tool",
+        "warning",
+    )
+
+    def __init__(self, config: ResolvedConfig) -> None:
+        self.config = config
+        self.enabled = config.enabled is True  # detection_enabled (§1.3)
+        self.history_size = config.history_size
+        self.warning = config.warning_threshold
+        self.critical = config.critical_threshold
+        self.unknown_tool = config.unknown_tool_threshold
+        self.breaker = config.global_circuit_breaker_threshold
+        self.policies = bool(config.tool_policies)
+        switches = config.detectors
+        self.generic_repeat = switches.generic_repeat
+        self.known_poll = switches.known_poll_no_progress
+        self.ping_pong = switches.ping_pong
+
+
+def limits_of(state: SessionState, config: ResolvedConfig) -> Limits:
+    """``config``'s :class:`Limits`, the session's copy when it was built from this config."""
+    limits = state._limits
+    if limits is None or limits.config is not config:
+        limits = state._limits = Limits(config)
+    return limits
 
 
 def _check_record(record: object, position: int) -> ToolCallRecord:
@@ -277,7 +326,7 @@ def record_call(
     record = ToolCallRecord(tool, signature, call_id, run_key, None, None, _time() * 1000.0)
     run = state._runs.get(run_key) or state._run(run_key)
     run.add_pending(record, signature)
-    state._append(record, config.history_size)
+    state._append(record, limits_of(state, config).history_size)
 
 
 def record_outcome(
@@ -324,7 +373,7 @@ def record_outcome(
     if run is None:
         run = state._run(run_key)
     run.add_done(record, signature, result_hash)
-    state._append(record, config.history_size)
+    state._append(record, limits_of(state, config).history_size)
     return record
 
 
