@@ -684,13 +684,19 @@ walk_dict(Walk *w, PyObject *value, int depth)
     if (out == NULL)
         return NULL;
     while (PyDict_Next(value, &pos, &key, &item)) {
+        /* Held while other() runs Python code, which another thread may use to change the
+         * dict: a borrowed key or value could be freed meanwhile. */
+        Py_INCREF(key);
+        Py_INCREF(item);
         PyObject *copy = walk_value(w, item, depth);
-        if (copy == NULL || PyDict_SetItem(out, key, copy) < 0) {
-            Py_XDECREF(copy);
+        int failed = copy == NULL || PyDict_SetItem(out, key, copy) < 0;
+        Py_XDECREF(copy);
+        Py_DECREF(item);
+        Py_DECREF(key);
+        if (failed) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(copy);
     }
     return out;
 }
@@ -703,7 +709,17 @@ walk_sequence(Walk *w, PyObject *value, int depth)
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *copy = walk_value(w, PySequence_Fast_GET_ITEM(value, i), depth);
+        if (i >= PySequence_Fast_GET_SIZE(value)) {
+            /* A list another thread shortened while other() ran: its items up to here. */
+            if (PyList_SetSlice(out, i, n, NULL) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            break;
+        }
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(value, i)); /* as in walk_dict */
+        PyObject *copy = walk_value(w, item, depth);
+        Py_DECREF(item);
         if (copy == NULL) {
             Py_DECREF(out);
             return NULL;
