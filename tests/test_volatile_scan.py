@@ -360,3 +360,18 @@ def test_user_patterns_take_the_python_walk() -> None:
     value = {"a": ["req-abc took 5 ms", "é req-xyz"], "b": ("req-q",)}
     expected = {"a": ["<volatile> took <duration>", "é <volatile>"], "b": ["<volatile>"]}
     assert normalizer.normalize(value) == expected
+
+
+def test_a_structure_changed_while_it_is_walked_does_not_crash_the_walk() -> None:
+    # other() runs Python code, in which another thread may change the structure being walked.
+    items: list[Any] = ["5 ms", _Text("took 1 s"), "é 3 ms", "pid 4"]
+    table: dict[str, Any] = {"a": "é 5 ms", "b": "1 s"}
+
+    def shortening(text: str) -> str:
+        items.clear()
+        table.clear()
+        return volatile._builtin_text_of(text)
+
+    assert walk(items, shortening) == ["<duration>", "took <duration>"]
+    table.update(a="é 5 ms", b="1 s")
+    assert walk(table, shortening) == {"a": "é <duration>"}
