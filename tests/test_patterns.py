@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import loopwarden as lw
+from loopwarden.core.config import ResolvedConfig
+from loopwarden.core.detectors import NOT_STUCK, Verdict
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     SILENT_RESULT,
@@ -11,13 +13,13 @@ from loopwarden.core.patterns import (
     comparable_outcome,
     consecutive_repeat,
     cycle,
-    extra_verdicts,
+    detector_limits,
     is_edit_call,
     is_failure,
     is_silent,
     mask_numbers,
     next_error_streak,
-    strongest,
+    with_extra_verdicts,
 )
 from loopwarden.core.tool_call import ToolCallRecord
 
@@ -30,6 +32,21 @@ def rec(sig: str, result: str | None = "r") -> ToolCallRecord:
 
 def newest_first(*records: ToolCallRecord) -> list[ToolCallRecord]:
     return list(reversed(records))
+
+
+def verdict_of(
+    tail: list[ToolCallRecord],
+    tool: str,
+    signature: str,
+    poll: bool,
+    error_streak: ErrorStreak | None,
+    cfg: ResolvedConfig,
+) -> Verdict:
+    """The extra detectors' strongest verdict for the next call, as the live path asks it:
+    OpenClaw's detectors found nothing, no call in flight, no streak kept beyond ``tail``."""
+    call = (tool, signature, poll)
+    limits = detector_limits(cfg)
+    return with_extra_verdicts(NOT_STUCK, tail, call, error_streak, limits, 0, None, None)
 
 
 def test_consecutive_counts_calls_and_the_identical_result_streak() -> None:
@@ -51,19 +68,19 @@ def test_pending_records_count_as_calls_but_not_as_results() -> None:
 
 def test_three_identical_results_in_a_row_block_the_fourth_call() -> None:
     tail = newest_first(*(rec("bash:cd", "same") for _ in range(3)))
-    verdict = strongest(extra_verdicts(tail, "bash", "bash:cd", False, None, CFG))
+    verdict = verdict_of(tail, "bash", "bash:cd", False, None, CFG)
     assert (verdict.level, verdict.detector, verdict.count) == ("critical", "consecutive_repeat", 3)
-    two = strongest(extra_verdicts(tail[:2], "bash", "bash:cd", False, None, CFG))
+    two = verdict_of(tail[:2], "bash", "bash:cd", False, None, CFG)
     assert (two.level, two.count) == ("warning", 2)  # the last chance before the block
     assert str(two.warning_key).startswith(LAST_CHANCE_PREFIX)
 
 
 def test_a_call_that_says_nothing_gets_one_more_try() -> None:
     silent = newest_first(*(rec("bash:sed", SILENT_RESULT_HASH) for _ in range(3)))
-    verdict = strongest(extra_verdicts(silent, "bash", "bash:sed", False, None, CFG))
+    verdict = verdict_of(silent, "bash", "bash:sed", False, None, CFG)
     assert verdict.level == "warning"
     silent = [rec("bash:sed", SILENT_RESULT_HASH), *silent]
-    verdict = strongest(extra_verdicts(silent, "bash", "bash:sed", False, None, CFG))
+    verdict = verdict_of(silent, "bash", "bash:sed", False, None, CFG)
     assert (verdict.level, verdict.count) == ("critical", CFG.silent_threshold)
 
 
@@ -77,16 +94,16 @@ def test_the_silent_threshold_never_undercuts_the_critical_one() -> None:
 def test_paging_with_new_content_only_warns_until_the_runaway_threshold() -> None:
     runaway = CFG.consecutive_any_result_threshold
     tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(runaway - 1)))
-    verdict = strongest(extra_verdicts(tail, "scroll", "scroll:down", False, None, CFG))
+    verdict = verdict_of(tail, "scroll", "scroll:down", False, None, CFG)
     assert verdict.level == "warning"
     tail = newest_first(*(rec("scroll:down", f"page {i}") for i in range(runaway)))
-    verdict = strongest(extra_verdicts(tail, "scroll", "scroll:down", False, None, CFG))
+    verdict = verdict_of(tail, "scroll", "scroll:down", False, None, CFG)
     assert (verdict.level, verdict.count) == ("critical", runaway)
 
 
 def test_polling_tools_are_left_to_the_poll_detector() -> None:
     tail = newest_first(*(rec("process:poll", "same") for _ in range(6)))
-    assert extra_verdicts(tail, "process", "process:poll", True, None, CFG) == []
+    assert not verdict_of(tail, "process", "process:poll", True, None, CFG).stuck
 
 
 def test_a_three_call_cycle_with_stable_results_is_found() -> None:
@@ -94,7 +111,7 @@ def test_a_three_call_cycle_with_stable_results_is_found() -> None:
     tail = newest_first(*calls)
     found = cycle(tail, "a:1", 2, 4)
     assert (found.period, found.count, found.no_progress) == (3, 10, True)
-    verdict = strongest(extra_verdicts(tail, "a", "a:1", False, None, CFG))
+    verdict = verdict_of(tail, "a", "a:1", False, None, CFG)
     assert (verdict.detector, verdict.level, verdict.count) == ("cycle", "critical", 10)
 
 
@@ -105,7 +122,7 @@ def test_a_cycle_whose_results_move_only_warns() -> None:
     ]
     found = cycle(newest_first(*calls), "a:1", 2, 4)
     assert found.period == 3 and not found.no_progress
-    verdict = strongest(extra_verdicts(newest_first(*calls), "a", "a:1", False, None, CFG))
+    verdict = verdict_of(newest_first(*calls), "a", "a:1", False, None, CFG)
     assert verdict.level == "warning"
 
 
@@ -121,7 +138,7 @@ def test_a_repeated_single_call_is_not_a_cycle() -> None:
 def test_breaker_counts_no_progress_pairs_too() -> None:
     pairs = CFG.global_circuit_breaker_threshold // 2  # 2 * pairs + 1 calls >= the breaker
     calls = [rec("a:1", "ra"), rec("b:2", "rb")] * pairs
-    verdict = strongest(extra_verdicts(newest_first(*calls), "a", "a:1", False, None, CFG))
+    verdict = verdict_of(newest_first(*calls), "a", "a:1", False, None, CFG)
     assert (verdict.detector, verdict.count) == ("global_circuit_breaker", 2 * pairs + 1)
 
 
@@ -137,11 +154,11 @@ def test_error_streak_follows_one_tool_and_one_failure() -> None:
 
 def test_repeated_error_blocks_whatever_the_arguments() -> None:
     n = CFG.repeated_error_threshold
-    assert extra_verdicts([], "bash", "bash:x", False, ErrorStreak("bash", "h", n - 1), CFG) == []
+    assert not verdict_of([], "bash", "bash:x", False, ErrorStreak("bash", "h", n - 1), CFG).stuck
     streak = ErrorStreak("bash", "h", n)
-    verdict = strongest(extra_verdicts([], "bash", "bash:new-args", False, streak, CFG))
+    verdict = verdict_of([], "bash", "bash:new-args", False, streak, CFG)
     assert (verdict.detector, verdict.count) == ("repeated_error", n)
-    assert extra_verdicts([], "read", "read:x", False, streak, CFG) == []
+    assert not verdict_of([], "read", "read:x", False, streak, CFG).stuck
 
 
 def test_failure_signals() -> None:
@@ -163,9 +180,9 @@ def test_failure_signals() -> None:
 def test_extra_detectors_are_off_in_the_openclaw_profile() -> None:
     default = lw.resolve_config({"enabled": True})
     tail = newest_first(*(rec("bash:cd", "same") for _ in range(9)))
-    assert (
-        extra_verdicts(tail, "bash", "bash:cd", False, ErrorStreak("bash", "x", 9), default) == []
-    )
+    assert not verdict_of(
+        tail, "bash", "bash:cd", False, ErrorStreak("bash", "x", 9), default
+    ).stuck
 
 
 def test_silent_results_are_those_that_say_nothing() -> None:

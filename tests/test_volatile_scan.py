@@ -11,7 +11,9 @@ fails them.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,12 +27,14 @@ from _support import COMPILED
 
 try:
     from loopwarden.core._volatile_scan import scan as _scan
+    from loopwarden.core._volatile_scan import walk as _walk
 except ImportError:
     if COMPILED:  # a regular wheel builds the scanner with the compiled modules, or neither
         pytest.fail("the compiled build has no C volatile scanner", pytrace=False)
     pytest.skip("no C volatile scanner: the pure build (editable install)", allow_module_level=True)
 
 scan: Callable[[object], str | None] = _scan
+walk: Callable[[object, Callable[[str], str]], object] = _walk
 
 
 def check(text: str, oracle: bool = True) -> None:
@@ -51,6 +55,7 @@ def check(text: str, oracle: bool = True) -> None:
 
 def test_the_normaliser_uses_the_scanner() -> None:
     assert volatile._scan is scan
+    assert volatile._c_walk is walk
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,3 +228,150 @@ def test_the_oracle_applies_the_patterns_in_order() -> None:
     text = "pid 5attempt 3"
     step = re.sub(r"\b(?i:pid)\b[\s:=#]*\d+", "<pid>", text)
     assert reference_text(text) == re.sub(r"\b(?i:attempt)\b\s*#?\d+", "<attempt>", step)
+
+
+# ---------------------------------------------------------------------------------------------
+# The walk of a structure in C (``walk``) against the Python walk (``_Walk``), the specification.
+
+_PLAIN = volatile.VolatileNormalizer()
+
+
+class _Text(str):
+    pass
+
+
+def assert_same(c_copy: Any, python_copy: Any, seen: dict[int, Any] | None = None) -> None:
+    """The two copies are alike in every value and type, and share every object one of them
+    shares with the input (a container left as it is: a cycle, or past the depth bound)."""
+    seen = {} if seen is None else seen
+    assert type(c_copy) is type(python_copy)
+    if id(python_copy) in seen:
+        assert seen[id(python_copy)] is c_copy
+        return
+    if isinstance(python_copy, (dict, list, tuple)):
+        seen[id(python_copy)] = c_copy
+        assert len(c_copy) == len(python_copy)
+        if isinstance(python_copy, dict):
+            assert list(c_copy) == list(python_copy)
+            pairs = [(c_copy[k], python_copy[k]) for k in python_copy]
+        else:
+            pairs = list(zip(c_copy, python_copy, strict=True))
+        for c_item, python_item in pairs:
+            assert_same(c_item, python_item, seen)
+    else:
+        assert c_copy == python_copy
+
+
+def check_walk(value: Any) -> None:
+    python_copy = volatile._Walk(_PLAIN).copy(value, 0)
+    c_copy = walk(value, volatile._builtin_text_of)
+    assert c_copy is not NotImplemented
+    assert_same(c_copy, python_copy)
+    assert_same(_PLAIN.normalize(value), python_copy)
+
+
+@pytest.mark.parametrize(
+    "corpus", ["minisweagent_gemini3pro_verified.jsonl.gz", "taubench_airline_gpt4o.jsonl.gz"]
+)
+def test_the_walk_of_every_outcome_of_the_development_corpora(corpus: str) -> None:
+    rows = 0
+    for row in _corpus_rows(corpus):
+        check_walk({"result": row.get("result"), "error": row.get("error")})
+        rows += 1
+    assert rows > 100
+
+
+_LEAVES = st.one_of(
+    st.lists(st.sampled_from(_PIECES), max_size=12).map("".join),
+    st.lists(st.sampled_from([*_PIECES, "é", "µs", "\u0663"]), max_size=12).map("".join),
+    st.lists(st.sampled_from(_PIECES), min_size=12, max_size=30).map("".join),
+    st.sampled_from(_PIECES).map(_Text),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.none(),
+)
+_STRUCTURES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.lists(inner, max_size=5).map(tuple),
+        st.dictionaries(st.sampled_from(["a", "b", "text", "5 ms", "é"]), inner, max_size=5),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_STRUCTURES)
+def test_generated_structures(value: Any) -> None:
+    check_walk(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=12, max_size=40).map("".join), st.integers(0, 5))
+def test_long_texts_repeated_and_varied_within_one_structure(text: str, change: int) -> None:
+    # The walk remembers long texts: one text twice, and texts of one length that differ.
+    other = text[:change] + ("x" if text[change : change + 1] != "x" else "y") + text[change + 1 :]
+    check_walk([text, {"again": text, "other": other}, [other, text, other + "é", text + "é"]])
+
+
+def test_cycles_and_deep_structures_are_left_as_the_python_walk_leaves_them() -> None:
+    loop: list[Any] = ["5 ms"]
+    loop.append(loop)
+    table: dict[str, Any] = {"pid": "pid 7"}
+    table["self"] = [table, ("line 3", table)]
+    check_walk([loop, table, loop])
+    deep: Any = "took 5 ms"
+    for depth in range(230):
+        deep = [deep, "pid 3"] if depth % 2 else {"x": deep, "at": "10:25:33"}
+    check_walk(deep)
+
+
+def test_other_values_are_left_to_the_python_walk() -> None:
+    class Table(dict[str, Any]):
+        pass
+
+    class Items(list[Any]):
+        pass
+
+    for odd in (
+        volatile.UNDEFINED,
+        Table(a="5 ms"),
+        Items(["5 ms"]),
+        OrderedDict(a="5 ms"),
+        object(),
+        b"5 ms",
+        {1, 2},
+        {"fine": "5 ms", "odd": [1, "2 s", Items(["pid 4"])]},
+    ):
+        assert walk([odd], volatile._builtin_text_of) is NotImplemented
+        python_copy = volatile._Walk(_PLAIN).copy([odd], 0)
+        assert_same(_PLAIN.normalize([odd]), python_copy)
+    # Past the depth bound no value is read, so none stops the walk.
+    deep: Any = [volatile.UNDEFINED]
+    for _ in range(volatile._MAX_DEPTH + 1):
+        deep = [deep]
+    check_walk(deep)
+
+
+def test_user_patterns_take_the_python_walk() -> None:
+    normalizer = volatile.VolatileNormalizer.build([r"req-[a-z]+"])
+    value = {"a": ["req-abc took 5 ms", "é req-xyz"], "b": ("req-q",)}
+    expected = {"a": ["<volatile> took <duration>", "é <volatile>"], "b": ["<volatile>"]}
+    assert normalizer.normalize(value) == expected
+
+
+def test_a_structure_changed_while_it_is_walked_does_not_crash_the_walk() -> None:
+    # other() runs Python code, in which another thread may change the structure being walked.
+    items: list[Any] = ["5 ms", _Text("took 1 s"), "é 3 ms", "pid 4"]
+    table: dict[str, Any] = {"a": "é 5 ms", "b": "1 s"}
+
+    def shortening(text: str) -> str:
+        items.clear()
+        table.clear()
+        return volatile._builtin_text_of(text)
+
+    assert walk(items, shortening) == ["<duration>", "took <duration>"]
+    table.update(a="é 5 ms", b="1 s")
+    assert walk(table, shortening) == {"a": "é <duration>"}

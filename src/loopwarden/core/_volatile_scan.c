@@ -546,18 +546,11 @@ static const Py_ssize_t UUID_AT[] = {8};
 static const Py_ssize_t TIMESTAMP_AT[] = {4};
 static const Py_ssize_t CLOCK_AT[] = {2, 1};
 
+/* The patterns over an exact str whose text is ASCII (ready): a new reference, the same object
+ * when nothing changes, or NULL with an error set. */
 static PyObject *
-scan(PyObject *module, PyObject *value)
+scan_ascii(PyObject *value)
 {
-    (void)module;
-    if (!PyUnicode_CheckExact(value))
-        Py_RETURN_NONE;
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(value) < 0)
-        return NULL;
-#endif
-    if (!PyUnicode_IS_ASCII(value))
-        Py_RETURN_NONE;
     Text s = (Text)PyUnicode_DATA(value);
     Py_ssize_t n = PyUnicode_GET_LENGTH(value);
 
@@ -605,11 +598,194 @@ unchanged:
     return value;
 }
 
+/* 1 when an exact str's text is ASCII, 0 when not, -1 with an error set. */
+static int
+is_ascii(PyObject *value)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(value) < 0)
+        return -1;
+#endif
+    return PyUnicode_IS_ASCII(value) ? 1 : 0;
+}
+
+static PyObject *
+scan(PyObject *module, PyObject *value)
+{
+    (void)module;
+    if (!PyUnicode_CheckExact(value))
+        Py_RETURN_NONE;
+    int ascii = is_ascii(value);
+    if (ascii < 0)
+        return NULL;
+    if (!ascii)
+        Py_RETURN_NONE;
+    return scan_ascii(value);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* walk(value, other): volatile.VolatileNormalizer.normalize's walk (volatile._Walk) with no
+ * user patterns, in C. The same copy: dicts (exact) to dicts with the same keys, lists and
+ * tuples (exact) to lists, exact str through the scanner when ASCII and through other(value)
+ * otherwise (non-ASCII text, str subclasses), int, float, bool and None as they are; past
+ * MAX_DEPTH, and where a container holds itself, containers as they are. Any other value
+ * within MAX_DEPTH (a Mapping, a subclass of dict, list or tuple, UNDEFINED, any object) stops
+ * the walk: NotImplemented is returned and the caller walks in Python, which knows them. */
+
+#define SHORT 32     /* volatile._SHORT: longer texts are remembered within one walk */
+#define MAX_DEPTH 200 /* volatile._MAX_DEPTH */
+#define MEMO 8
+
+typedef struct {
+    PyObject *other;
+    PyObject *seen[MAX_DEPTH + 2]; /* the containers being copied: the path to this one */
+    int depth_seen;
+    int declined; /* a value the walk leaves to Python */
+    /* The last long text of each length modulo MEMO and its result (an exec result holds its
+     * output twice); compared by content, so a hit is that text's result. */
+    PyObject *memo_in[MEMO], *memo_out[MEMO];
+} Walk;
+
+static int
+same_text(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    return PyUnicode_GET_LENGTH(b) == n && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+static PyObject *
+walk_text(Walk *w, PyObject *value)
+{
+    int ascii = is_ascii(value);
+    if (ascii < 0)
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(value);
+    int slot = (int)(n % MEMO);
+    if (n > SHORT && w->memo_in[slot] != NULL && same_text(w->memo_in[slot], value)) {
+        Py_INCREF(w->memo_out[slot]);
+        return w->memo_out[slot];
+    }
+    PyObject *out = ascii ? scan_ascii(value) : PyObject_CallOneArg(w->other, value);
+    if (out != NULL && n > SHORT) {
+        Py_XSETREF(w->memo_in[slot], Py_NewRef(value));
+        Py_XSETREF(w->memo_out[slot], Py_NewRef(out));
+    }
+    return out;
+}
+
+static PyObject *walk_value(Walk *w, PyObject *value, int depth);
+
+static PyObject *
+walk_dict(Walk *w, PyObject *value, int depth)
+{
+    PyObject *out = PyDict_New(), *key, *item;
+    Py_ssize_t pos = 0;
+    if (out == NULL)
+        return NULL;
+    while (PyDict_Next(value, &pos, &key, &item)) {
+        /* Held while other() runs Python code, which another thread may use to change the
+         * dict: a borrowed key or value could be freed meanwhile. */
+        Py_INCREF(key);
+        Py_INCREF(item);
+        PyObject *copy = walk_value(w, item, depth);
+        int failed = copy == NULL || PyDict_SetItem(out, key, copy) < 0;
+        Py_XDECREF(copy);
+        Py_DECREF(item);
+        Py_DECREF(key);
+        if (failed) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static PyObject *
+walk_sequence(Walk *w, PyObject *value, int depth)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PySequence_Fast_GET_SIZE(value)) {
+            /* A list another thread shortened while other() ran: its items up to here. */
+            if (PyList_SetSlice(out, i, n, NULL) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            break;
+        }
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(value, i)); /* as in walk_dict */
+        PyObject *copy = walk_value(w, item, depth);
+        Py_DECREF(item);
+        if (copy == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, copy);
+    }
+    return out;
+}
+
+static PyObject *
+walk_value(Walk *w, PyObject *value, int depth)
+{
+    PyTypeObject *kind = Py_TYPE(value);
+    if (kind == &PyUnicode_Type)
+        return walk_text(w, value);
+    if (kind == &PyLong_Type || kind == &PyFloat_Type || kind == &PyBool_Type ||
+        value == Py_None)
+        return Py_NewRef(value);
+    if (PyUnicode_Check(value)) /* a subclass: it may compare or hash in its own way */
+        return PyObject_CallOneArg(w->other, value);
+    if (depth > MAX_DEPTH)
+        return Py_NewRef(value);
+    if (kind != &PyDict_Type && kind != &PyList_Type && kind != &PyTuple_Type) {
+        w->declined = 1;
+        return NULL;
+    }
+    for (int k = 0; k < w->depth_seen; k++)
+        if (w->seen[k] == value)
+            return Py_NewRef(value);
+    w->seen[w->depth_seen++] = value;
+    PyObject *out = kind == &PyDict_Type ? walk_dict(w, value, depth + 1)
+                                         : walk_sequence(w, value, depth + 1);
+    w->depth_seen--;
+    return out;
+}
+
+static PyObject *
+walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "walk() takes exactly 2 arguments");
+        return NULL;
+    }
+    Walk w;
+    memset(&w, 0, sizeof w);
+    w.other = args[1];
+    PyObject *out = walk_value(&w, args[0], 0);
+    for (int k = 0; k < MEMO; k++) {
+        Py_XDECREF(w.memo_in[k]);
+        Py_XDECREF(w.memo_out[k]);
+    }
+    if (out == NULL && w.declined && !PyErr_Occurred())
+        Py_RETURN_NOTIMPLEMENTED;
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O,
      "scan(value, /)\n--\n\nThe built-in volatile patterns applied to an exact str of ASCII "
      "text (what loopwarden.core.volatile.builtin_text gives; the same object when nothing "
      "changes), or None for any other value."},
+    {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
+     "walk(value, other, /)\n--\n\nVolatileNormalizer.normalize's copy of a structure with "
+     "no user patterns, other(text) giving the text of strings that are not ASCII or not an "
+     "exact str; NotImplemented for a structure holding other kinds of values."},
     {NULL, NULL, 0, NULL},
 };
 

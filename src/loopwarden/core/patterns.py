@@ -929,37 +929,6 @@ def _same_outcome_verdict(
     return NOT_STUCK
 
 
-def extra_verdicts(
-    tail: Sequence[ToolCallRecord],
-    tool: str,
-    signature: str,
-    poll: bool,
-    error_streak: ErrorStreak | None,
-    cfg: ResolvedConfig,
-    pending: int = 0,
-    *,
-    outcome_streak: OutcomeStreak | None = None,
-    call_streak: CallStreak | None = None,
-) -> list[Verdict]:
-    """Every verdict of the enabled extra detectors for the next call (stuck ones only).
-
-    ``pending``: identical calls of the current batch in flight (see ``consecutive_repeat``).
-    ``outcome_streak``: the run's same-outcome stretch (``next_outcome_streak``).
-    ``call_streak``: the run's newest calls with one signature (``next_call_streak``).
-    """
-    lim = detector_limits(cfg)
-    verdicts: list[Verdict] = []
-    if lim.repeated_error:
-        verdicts.append(_error_verdict(tool, error_streak, lim))
-    if lim.same_outcome and not poll:
-        verdicts.append(_same_outcome_verdict(tool, signature, outcome_streak, lim))
-    if lim.consecutive and not poll:
-        verdicts.append(_repeat_verdict(tail, tool, signature, lim, pending, call_streak))
-    if lim.cycle:
-        verdicts.append(_cycles_verdict(tail, tool, signature, lim))
-    return [v for v in verdicts if v.stuck]
-
-
 def _repeat_verdict(
     tail: Sequence[ToolCallRecord],
     tool: str,
@@ -1004,10 +973,16 @@ def with_extra_verdicts(
     outcome_streak: OutcomeStreak | None,
     call_streak: CallStreak | None,
 ) -> Verdict:
-    """``strongest([verdict, *extra_verdicts(...)])``, without the lists: each detector in the
-    same order, none asked once a critical verdict is found (none can be stronger).
+    """The strongest of ``verdict`` and the enabled extra detectors' verdicts for the next call:
+    the most severe, on a tie the first, asked in the order OpenClaw's detectors, repeated
+    error, same outcome, consecutive repeat, cycle; none asked once a critical verdict is found
+    (none can be stronger).
 
-    ``verdict``: OpenClaw's detectors' own. ``call``: (tool, signature, poll).
+    ``verdict``: OpenClaw's detectors' own. ``call``: (tool, signature, poll); a poll is left
+    to the poll detector (no same-outcome or consecutive verdict). ``pending``: identical calls
+    of the current batch in flight (see ``consecutive_repeat``). ``outcome_streak``: the run's
+    same-outcome stretch (``next_outcome_streak``). ``call_streak``: the run's newest calls with
+    one signature (``next_call_streak``).
     """
     tool, signature, poll = call
     best = verdict if verdict.stuck else NOT_STUCK
@@ -1037,16 +1012,4 @@ def _stronger(best: Verdict, found: Verdict) -> Verdict:
     """``found`` when it is stronger than ``best`` (the earlier of two equals wins)."""
     if found.stuck and (found.level == "critical" or not best.stuck):
         return found
-    return best
-
-
-_SEVERITY = {"critical": 2, "warning": 1}
-
-
-def strongest(verdicts: Sequence[Verdict]) -> Verdict:
-    """The most severe verdict; on a tie the first one (OpenClaw's own detectors come first)."""
-    best = NOT_STUCK
-    for verdict in verdicts:
-        if verdict.stuck and _SEVERITY[str(verdict.level)] > _SEVERITY.get(str(best.level), 0):
-            best = verdict
     return best

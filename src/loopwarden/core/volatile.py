@@ -263,13 +263,17 @@ def builtin_text_python(value: str) -> str:
 # modules (hatch_build.py), absent from an editable install or a pure wheel. For an exact str of
 # ASCII text it gives what builtin_text_python gives, in one pass over the text per pattern that
 # can match (the Python path runs about ten C-level scans and their set-up); None otherwise.
+# Its ``walk`` is the walk of a structure (``_Walk`` with no user pattern) in C, calling back
+# for the strings the scanner declines; NotImplemented for a structure holding other values.
 _scan: Callable[[object], str | None] | None
+_c_walk: Callable[[object, Callable[[str], str]], object] | None
 try:
     from loopwarden.core._volatile_scan import scan as _c_scan
+    from loopwarden.core._volatile_scan import walk as _walk_in_c
 except ImportError:
-    _scan = None
+    _scan = _c_walk = None
 else:
-    _scan = _c_scan
+    _scan, _c_walk = _c_scan, _walk_in_c
 
 
 _re2_options: list[Any] = []  # RE2's options, made on first use (the module loads lazily)
@@ -368,6 +372,10 @@ class VolatileNormalizer:
             return self.text(value) if kind is str else value
         if isinstance(value, str):
             return self.text(value)
+        if _c_walk is not None and not self.extra:
+            out = _c_walk(value, _builtin_text_of)
+            if out is not NotImplemented:
+                return out
         return _Walk(self).copy(value, 0)
 
 
@@ -399,6 +407,12 @@ def _builtin_cached(value: str) -> str:
             _short_cache.clear()
         _short_cache[value] = out
     return out
+
+
+def _builtin_text_of(value: str) -> str:
+    """``VolatileNormalizer().text(value)`` for the strings the C walk does not scan itself: an
+    exact str of non-ASCII text, or a str subclass."""
+    return _builtin_cached(value) if type(value) is str else builtin_text(value)
 
 
 class _Walk:
