@@ -30,24 +30,31 @@ if TYPE_CHECKING:
     from loopwarden.records import RunRecorder
 
 
-@dataclass(frozen=True, slots=True)
+# Source, FileResult and Analysis are plain records written as classes with __slots__, not
+# dataclasses: nothing compares or prints them, and a dataclass costs about 3.5 M instructions
+# at import, paid by every `loopwarden analyze` before its first file (docs/performance.md).
 class Source:
     """One unit of work: a transcript file (or conversation directory)."""
 
-    path: str
-    explicit: bool  # named on the command line (a non-transcript is then an error, not a skip)
-    name: str | None = None  # what reports call it, when not its path (stdin's copy: "-")
+    __slots__ = ("explicit", "name", "path")
+
+    def __init__(self, path: str, explicit: bool, name: str | None = None) -> None:
+        self.path = path
+        self.explicit = explicit  # named on the command line (a non-transcript is an error)
+        self.name = name  # what reports call it, when not its path (stdin's copy: "-")
 
 
-@dataclass(slots=True)
 class FileResult:
     """The reports of one source under each config variant, or why it could not be analysed."""
 
-    source: str
-    reports: list[list[TrajectoryReport]] = field(default_factory=list)  # [trajectory][variant]
-    error: str | None = None
-    skipped: str | None = None
-    warnings: list[str] = field(default_factory=list)  # read, with something left out
+    __slots__ = ("error", "reports", "skipped", "source", "warnings")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.reports: list[list[TrajectoryReport]] = []  # [trajectory][variant]
+        self.error: str | None = None
+        self.skipped: str | None = None
+        self.warnings: list[str] = []  # read, with something left out
 
 
 @dataclass(slots=True)
@@ -135,17 +142,24 @@ def _plus(total: _N | None, value: _N | None) -> _N | None:
 KeepFilter = Callable[[TrajectoryReport], bool]
 
 
-@dataclass(slots=True)
 class Analysis:
     """What the reports need: per-variant totals, the kept reports, errors and skipped files."""
 
-    configs: list[ResolvedConfig]
-    totals: list[Totals]
-    reports: list[list[TrajectoryReport]]  # [variant][trajectory], only those kept
-    errors: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    files: int = 0
+    __slots__ = ("configs", "errors", "files", "reports", "skipped", "totals", "warnings")
+
+    def __init__(
+        self,
+        configs: list[ResolvedConfig],
+        totals: list[Totals],
+        reports: list[list[TrajectoryReport]],  # [variant][trajectory], only those kept
+    ) -> None:
+        self.configs = configs
+        self.totals = totals
+        self.reports = reports
+        self.errors: list[str] = []
+        self.skipped: list[str] = []
+        self.warnings: list[str] = []
+        self.files = 0
 
     @property
     def any_block(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from loopwarden.core.canonical import UNDEFINED
 from loopwarden.core.compaction import CompactionLoopPersistedError, CompactionVerdict
@@ -52,7 +52,9 @@ from loopwarden.core.patterns import (
 )
 from loopwarden.core.session import MAX_IDLE_RUNS, GuardSession, InFlight, RunKey
 from loopwarden.core.tool_call import ToolCallRecord
-from loopwarden.core.volatile import VolatileNormalizer
+
+if TYPE_CHECKING:  # imported by Judge when a profile normalises (its regexes cost start-up)
+    from loopwarden.core.volatile import VolatileNormalizer
 
 DecisionAction = Literal["allow", "warn", "block", "stop"]
 _V = TypeVar("_V")
@@ -194,11 +196,11 @@ class Judge:
         self.agent_id = agent_id
         self.send_tools: frozenset[str] = frozenset(send_tools)
         self.surface_warnings = surface_warnings
-        self.normalizer: VolatileNormalizer | None = (
-            VolatileNormalizer.build(config.volatile_patterns)
-            if config.normalize_volatile
-            else None
-        )
+        self.normalizer: VolatileNormalizer | None = None
+        if config.normalize_volatile:
+            from loopwarden.core.volatile import VolatileNormalizer
+
+            self.normalizer = VolatileNormalizer.build(config.volatile_patterns)
         # OpenClaw's own profile never runs loopwarden's extra detectors.
         self.extra_detectors = config.detection_enabled and _has_extra_detectors(config)
         # What the steps read of the config on every call, as native fields (a read of the

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
@@ -21,11 +20,27 @@ and the line, found after reading at most this many characters: the line is neve
 """
 
 
+def _gzip_text(path: Path) -> IO[str]:
+    """``gzip.open`` as UTF-8 text, the module imported on the first ``.gz`` file: most runs
+    read none, and the module (with zlib) is a share of every command's start-up."""
+    import gzip
+
+    return gzip.open(path, "rt", encoding="utf-8")
+
+
+def _gzip_bytes(path: Path) -> bytes:
+    """A ``.gz`` file's decompressed bytes (the module imported here, as in ``_gzip_text``)."""
+    import gzip
+
+    with gzip.open(path, "rb") as handle:
+        return handle.read()
+
+
 def open_text(path: Path) -> IO[str]:
     """Open a transcript as UTF-8 text; ``*.gz`` files are decompressed on the fly."""
     try:
         if path.suffix == ".gz":
-            return gzip.open(path, "rt", encoding="utf-8")
+            return _gzip_text(path)
         return path.open("r", encoding="utf-8")
     except OSError as exc:
         raise TranscriptError(str(path), f"cannot open: {exc.strerror or exc}") from exc
@@ -153,8 +168,11 @@ def load_json(path: Path) -> Any:
 
 def _fast_load(path: Path) -> Any:
     try:
-        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
-            raw = handle.read()
+        if path.suffix == ".gz":
+            raw = _gzip_bytes(path)
+        else:
+            with path.open("rb") as handle:
+                raw = handle.read()
     except (OSError, EOFError):
         return NO_VALUE  # reported by the standard library's read
     return fast_loads(raw)
