@@ -73,7 +73,7 @@ class GuardCalls:
         counts as a repeat, and blocks within one batch count as one toward
         ``stopAfterBlocks`` (see docs/concurrency.md). None: calls are taken one at a time.
         """
-        step = BeforeCall(self._judge, tool, params, run_id, tool_call_id, batch)
+        step = CallStep(self._judge, tool, params, None, run_id, tool_call_id, batch)
         return decide(self, session, step, ("before", tool), True)
 
     def after_tool_call(
@@ -98,7 +98,7 @@ class GuardCalls:
         count of calls in flight alone).
         """
         outcome = (result, error, failed)
-        step = AfterCall(self._judge, tool, params, outcome, run_id, tool_call_id, batch)
+        step = CallStep(self._judge, tool, params, outcome, run_id, tool_call_id, batch)
         return decide(self, session, step, ("after", tool), False)
 
     def _deliver(self, events: list[LoopEvent]) -> None:
@@ -109,40 +109,13 @@ class GuardCalls:
                 call_subscriber(callback, event)
 
 
-class BeforeCall:
-    """The core's ``before_step`` bound to one call: the step a store update runs.
-
-    What ``partial(before_step, ...)`` would be, as a class: compiled, it is built and called
-    natively (no partial's argument copy, no parsing of before_step's arguments: about 1k
-    instructions of each store update, docs/performance.md). A store may call it more than once.
+class CallStep:
+    """The core's step bound to one call: ``before_step``, or ``after_step`` when it carries
+    the call's outcome. What ``partial(before_step, ...)`` would be, as a class: compiled, it is
+    built and called natively (no partial's argument copy, no parsing of the step's arguments:
+    about 1k instructions of each store update, docs/performance.md). A store may call it more
+    than once.
     """
-
-    __slots__ = ("batch", "judge", "params", "run_id", "tool", "tool_call_id")
-
-    def __init__(
-        self,
-        judge: Judge,
-        tool: str,
-        params: Any,
-        run_id: str | None,
-        tool_call_id: str | None,
-        batch: str | None,
-    ) -> None:
-        self.judge = judge
-        self.tool = tool
-        self.params = params
-        self.run_id = run_id
-        self.tool_call_id = tool_call_id
-        self.batch = batch
-
-    def __call__(self, session: GuardSession) -> tuple[Decision, list[LoopEvent]]:
-        return before_step(
-            self.judge, self.tool, self.params, self.run_id, self.tool_call_id, self.batch, session
-        )
-
-
-class AfterCall:
-    """The core's ``after_step`` bound to one call's outcome (see :class:`BeforeCall`)."""
 
     __slots__ = ("batch", "judge", "outcome", "params", "run_id", "tool", "tool_call_id")
 
@@ -151,7 +124,7 @@ class AfterCall:
         judge: Judge,
         tool: str,
         params: Any,
-        outcome: tuple[Any, Any, bool | None],
+        outcome: tuple[Any, Any, bool | None] | None,
         run_id: str | None,
         tool_call_id: str | None,
         batch: str | None,
@@ -159,17 +132,28 @@ class AfterCall:
         self.judge = judge
         self.tool = tool
         self.params = params
-        self.outcome = outcome
+        self.outcome = outcome  # None before the call runs
         self.run_id = run_id
         self.tool_call_id = tool_call_id
         self.batch = batch
 
     def __call__(self, session: GuardSession) -> tuple[Decision, list[LoopEvent]]:
+        outcome = self.outcome
+        if outcome is None:
+            return before_step(
+                self.judge,
+                self.tool,
+                self.params,
+                self.run_id,
+                self.tool_call_id,
+                self.batch,
+                session,
+            )
         return after_step(
             self.judge,
             self.tool,
             self.params,
-            self.outcome,
+            outcome,
             self.run_id,
             self.tool_call_id,
             self.batch,
