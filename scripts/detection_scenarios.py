@@ -419,17 +419,12 @@ def _old_str(rng: random.Random, n: int) -> list[ToolCall]:
     tool = rng.choice(("str_replace_editor", "str_replace_based_edit_tool", "edit_file"))
     path = f"/testbed/{_path(rng, _snake(rng, 1), '.py')}"
     line = f"def {_snake(rng, 2)}(self, {_word(rng)}):"
-    olds = _distinct(
-        rng,
-        lambda r: r.choice(
-            (
-                f"{line}\n    return self.{_snake(r)}",
-                f"    {_snake(r)} = {_word(r)}.get('{_word(r)}')",
-                f"{' ' * r.choice((0, 4, 8))}if {_snake(r)} is None:",
-            )
-        ),
-        n,
+    templates = (
+        f"{line}\n    return self.{{}}",
+        f"    {{}} = {_word(rng)}.get('{_word(rng)}')",
+        "{}if {{}} is None:".format(" " * rng.choice((0, 4, 8))),
     )
+    olds = [rng.choice(templates).format(name) for name in _varied(rng, n, _snake)]
     calls = []
     for old in olds:
         params: dict[str, Any] = {"path": path, "old_str": old, "new_str": old + "  # fixed"}
@@ -520,9 +515,7 @@ def _unknown_city(rng: random.Random, n: int) -> list[ToolCall]:
     template = rng.choice(
         ("Unknown city: '{}'", 'Error: location "{}" not recognised', "City {} not found (404)")
     )
-    cities = _distinct(
-        rng, lambda r: r.choice(_CITIES) + r.choice(("", "ville", "-on-Sea", " Springs")), n
-    )
+    cities = _varied(rng, n, lambda r: r.choice(_CITIES))
     return [_tool_failure(style, tool, {"city": c}, template.format(c)) for c in cities]
 
 
