@@ -18,8 +18,15 @@ What it replays (each trajectory through a real LoopGuard, exactly as `loopwarde
 - varied calls with one outcome, rebuilt from real runs: prose with a quote in it (real
   comment lines of real files) pasted into a real command, each getting bash's real
   `unexpected EOF while looking for matching` error with its own line counter; SWE-agent `edit`
-  given the file before the range, reworded with real lines, each getting its usage text;
-  `goto` around a real short file, each showing the same window (5 to 28 calls each).
+  given the file before the range, reworded with real lines, each getting its usage text
+  (5 to 28 calls each);
+- `goto` around a real short file, each showing the same window: successful calls with one
+  outcome, measured (warned, blocked) but not scored as a loop to catch;
+- the development scenarios of scripts/detection_scenarios.py: healthy bulk work (distinct
+  calls answered by one acknowledgement; a block or stop anywhere is a miss), stuck agents
+  (10 distinct calls failing alike, each failure quoting the call's varied argument; scored
+  by the positions of the first block and of the stop from the stretch's first call), and
+  surveys (distinct items queued or not found; counted among the healthy runs).
 
 A run "loops" when it holds 5 or more consecutive identical calls whose results are identical
 after volatile normalisation (for edit calls, once every number is masked too). It is "caught"
@@ -49,13 +56,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import detection_scenarios as scenarios
+
 from loopwarden import LoopGuard, hash_tool_call, resolve_config
 from loopwarden.analyze.replay import Replayer, TrajectoryReport, quiet_guard_logs
 from loopwarden.core.canonical import digest_stable
 from loopwarden.core.patterns import is_edit_call, mask_counters, mask_numbers
 from loopwarden.core.volatile import VolatileNormalizer
 from loopwarden.transcripts import read_transcripts
-from loopwarden.transcripts.model import ToolCall, Trajectory
+from loopwarden.transcripts.model import Compaction, ToolCall, Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- end of the generated part; what follows is written by hand -->"
@@ -74,7 +83,8 @@ class Case:
     family: str  # corpus, injected, synthetic-loop, synthetic-healthy
     success: bool | None = None  # resolved / reward 1 (None: unknown)
     loop_kind: str | None = None  # for synthetic loops that are not consecutive repeats
-    shape: str = ""  # the loop's shape, for the per-shape table (consecutive loops only)
+    shape: str = ""  # the run's shape, for the per-shape tables
+    start: int = 0  # bulk, stuck and survey runs: the index of the shape's first call
 
 
 @dataclass
@@ -88,6 +98,14 @@ class ProfileResult:
     by_shape: dict[str, list[int | None]] = field(default_factory=dict)  # position or None
     same_outcome: dict[str, list[int | None]] = field(default_factory=dict)  # position or None
     same_outcome_early: int = 0  # stuck on one outcome, first block before the stretch
+    # Successful calls showing one unchanged window: per run (first warning, first block),
+    # positions in the stretch or None.
+    same_window: list[tuple[int | None, int | None]] = field(default_factory=list)
+    # Healthy bulk work, per shape: per run (warned, blocked or stopped).
+    bulk: dict[str, list[tuple[bool, bool]]] = field(default_factory=dict)
+    # Stuck on a failure quoting the varied argument, per shape: per run (position of the
+    # first block or stop, position of the stop), None when there was none.
+    stuck: dict[str, list[tuple[int | None, int | None]]] = field(default_factory=dict)
     other_loops: int = 0
     other_caught: int = 0
     healthy_success: int = 0
@@ -364,7 +382,28 @@ def same_outcome_cases(corpus: Sequence[Case], rng: random.Random, count: int = 
         if len({_key(c) for c in moves}) == 1:
             continue
         trajectory = Trajectory(f"same-outcome/window-{n}", "synthetic", "jsonl", moves)
-        cases.append(Case(trajectory, "same-outcome", None, shape="unchanged file window"))
+        cases.append(Case(trajectory, "same-window", None, shape="unchanged file window"))
+    return cases
+
+
+# What each kind of development scenario is in the evaluation.
+_SCENARIO_FAMILIES = {
+    scenarios.BULK: "bulk",
+    scenarios.STUCK: "stuck-quoting",
+    scenarios.SURVEY: "survey",
+}
+
+
+def scenario_cases(seed: int = 37) -> list[Case]:
+    """The development scenarios of scripts/detection_scenarios.py: healthy bulk work, stuck
+    failures quoting the varied argument, and surveys (healthy)."""
+    cases = []
+    for found in scenarios.scenarios(seed):
+        family = _SCENARIO_FAMILIES[found.kind]
+        items: list[ToolCall | Compaction] = [*found.calls]
+        trajectory = Trajectory(f"{family}/{found.name}", "synthetic", "jsonl", items)
+        healthy = True if found.kind != scenarios.STUCK else None
+        cases.append(Case(trajectory, family, healthy, shape=found.shape, start=found.start))
     return cases
 
 
@@ -514,10 +553,45 @@ def _shape(case: Case) -> str:
     return _SHAPES.get(key, key)
 
 
+def _first(report: TrajectoryReport, actions: tuple[str, ...], start: int) -> int | None:
+    """1-based position, counted from the call at `start`, of the first mark with one of
+    `actions` at or after it (None: there is none)."""
+    marks = [m.index for m in report.marks if m.action in actions and m.index >= start]
+    return min(marks) - start + 1 if marks else None
+
+
+def _score_scenario(result: ProfileResult, case: Case, report: TrajectoryReport) -> bool:
+    """Score a development scenario or a same-window run; False for any other case."""
+    if case.family == "bulk":
+        blocked = _first_block(report) is not None  # anywhere in the run, prefix included
+        result.bulk.setdefault(case.shape, []).append((report.warnings > 0, blocked))
+        return True
+    if case.family == "stuck-quoting":
+        block = _first(report, ("block", "stop"), case.start)
+        stop = _first(report, ("stop",), case.start)
+        first = _first_block(report)
+        if first is not None and first < case.start:  # blocked before the stretch: not caught
+            block = stop = None
+        result.stuck.setdefault(case.shape, []).append((block, stop))
+        return True
+    if case.family == "same-window":
+        stretch = same_outcome_span(case.trajectory)
+        start = 0 if stretch is None else stretch[0]
+        warn_at = _first(report, ("warn",), start)
+        block_at = _first(report, ("block", "stop"), start)
+        result.same_window.append((warn_at, block_at))
+        return True
+    return False
+
+
 def _score(result: ProfileResult, case: Case, report: TrajectoryReport) -> None:
-    span = loop_span(case.trajectory)
+    if _score_scenario(result, case, report):
+        return
+    span = None if case.family == "survey" else loop_span(case.trajectory)
     block = _first_block(report)
-    stretch = None if span is not None else same_outcome_span(case.trajectory)
+    stretch = None
+    if span is None and case.family != "survey":  # a survey is healthy, whatever repeats
+        stretch = same_outcome_span(case.trajectory)
     if stretch is not None:
         shape = "a real run (development corpus)" if case.family == "corpus" else _shape(case)
         position = None
@@ -558,8 +632,9 @@ def build_cases(corpus_folder: Path, seed: int = 7) -> list[Case]:
     corpus = corpus_cases(corpus_folder)
     injected = injected_cases(corpus, rng, 200)
     cases = corpus + injected + synthetic_cases(rng) + same_edit_cases(corpus, rng)
-    # Last, with its own generator: the cases above stay exactly as they were.
-    return cases + same_outcome_cases(corpus, random.Random(seed + 22))
+    # Last, each with its own generator: the cases above stay exactly as they were.
+    cases += same_outcome_cases(corpus, random.Random(seed + 22))
+    return cases + scenario_cases(seed + 30)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -589,6 +664,17 @@ _FAMILIES = {
     "through a file, re-running the tests between edits",
     "same-edit": "one SWE-agent `edit` applied again and again to a real source file, each "
     "result a window of the growing file (rebuilt from real runs)",
+    "same-outcome": "varied calls failing one way, spliced into real runs or rebuilt from them: "
+    "prose pasted into a command (bash's unexpected EOF), SWE-agent `edit` reworded (its usage "
+    "text)",
+    "same-window": "SWE-agent `open`/`goto` around a real short file, every result the same "
+    "window (successful calls)",
+    "bulk": "healthy bulk work: 10 to 40 distinct calls to one tool answered by one constant "
+    "acknowledgement (scripts/detection_scenarios.py)",
+    "stuck-quoting": "stuck agents: 10 distinct calls failing the same way, each failure quoting "
+    "that call's varied argument (scripts/detection_scenarios.py)",
+    "survey": "healthy surveys: distinct items each queued or not found, at most 3 not-found in "
+    "a row (scripts/detection_scenarios.py)",
 }
 
 
@@ -632,7 +718,12 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
         "- **Healthy runs** are all the others. A **false block** is a block or stop in a healthy "
         "run; **warned** counts healthy runs that got at least one warning. *Successful* healthy "
         "runs are those the corpus marks resolved (SWE-bench) or rewarded (tau-bench), and the "
-        "synthetic healthy runs.",
+        "synthetic healthy runs and surveys.",
+        "- **Healthy bulk** runs (distinct calls, one acknowledgement) are counted in their own "
+        "table, not among the healthy runs above: a block or stop anywhere in one is a miss.",
+        "- **Stuck** runs (failures quoting the varied argument) are counted in their own table: "
+        "the position of the first block and of the stop, counted from the stretch's first call "
+        "(a block before the stretch counts as not caught).",
         "",
         "## Results",
         "",
@@ -666,6 +757,9 @@ def render(results: Sequence[ProfileResult], cases: Sequence[Case]) -> str:
             cells.append(f"{len(caught)}/{len(found)}; {_median(caught)}")
         lines.append(f"| {shape} | " + " | ".join(cells) + " |")
     lines += _same_outcome_table(results)
+    lines += _same_window_table(results)
+    lines += _bulk_table(results)
+    lines += _stuck_table(results)
     lines += _misses(results)
     lines += [
         "",
@@ -714,6 +808,97 @@ def _same_outcome_table(results: Sequence[ProfileResult]) -> list[str]:
             cells.append(f"{len(caught)}/{len(found)}; {_median(caught)}")
         early = " / ".join(str(r.same_outcome_early) for r in results) if shape == "all" else ""
         lines.append(f"| {shape} | {runs} | " + " | ".join(cells) + f" | {early} |")
+    return lines
+
+
+def _same_window_table(results: Sequence[ProfileResult]) -> list[str]:
+    """Successful calls showing one unchanged window: warned and blocked, per profile."""
+    runs = len(results[0].same_window)
+    if not runs:
+        return []
+    cells = []
+    for r in results:
+        warned = [w for w, _ in r.same_window if w is not None]
+        blocked = [b for _, b in r.same_window if b is not None]
+        cells.append(
+            f"{len(warned)}/{runs}; {_median(warned)}; {len(blocked)}/{runs}; {_median(blocked)}"
+        )
+    return [
+        "",
+        "Varied successful calls showing one outcome (SWE-agent `open`/`goto` around a real "
+        "short file, each showing the same window; 5 to 28 calls): measured, not scored as a "
+        "loop to catch, since a success repeated across distinct calls is not a failure "
+        "(no goal either way):",
+        "",
+        "| shape | runs | "
+        + " | ".join(
+            f"{r.name}: warned; median position; blocked; median position" for r in results
+        )
+        + " |",
+        "|---|---|" + "---|" * len(results),
+        f"| unchanged file window | {runs} | " + " | ".join(cells) + " |",
+    ]
+
+
+def _bulk_table(results: Sequence[ProfileResult]) -> list[str]:
+    """Healthy bulk work (distinct calls, one acknowledgement): blocked and warned per shape."""
+    if not results[0].bulk:
+        return []
+    lines = [
+        "",
+        "Healthy bulk, one acknowledgement (10 to 40 distinct calls to one tool, each answered "
+        "the same: scripts/detection_scenarios.py; goal: none blocked or stopped):",
+        "",
+        "| shape | runs | "
+        + " | ".join(f"{r.name}: blocked or stopped; warned" for r in results)
+        + " |",
+        "|---|---|" + "---|" * len(results),
+    ]
+    for shape in [*results[0].bulk, "all"]:
+        cells = []
+        runs = 0
+        for r in results:
+            found = [x for xs in r.bulk.values() for x in xs] if shape == "all" else r.bulk[shape]
+            runs = len(found)
+            blocked = sum(b for _, b in found)
+            warned = sum(w for w, _ in found)
+            cells.append(f"{blocked}/{runs}; {warned}/{runs}")
+        lines.append(f"| {shape} | {runs} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _stuck_table(results: Sequence[ProfileResult]) -> list[str]:
+    """Stuck on a failure quoting the varied argument: blocked by the 5th, stopped by the 8th."""
+    if not results[0].stuck:
+        return []
+    lines = [
+        "",
+        "Stuck, the failure quotes the varied argument (10 distinct calls failing the same way, "
+        "each failure naming that call's own argument, in words or in numbers: "
+        "scripts/detection_scenarios.py; goal: blocked by the 5th call, stopped by the 8th; "
+        "positions count from the stretch's first call):",
+        "",
+        "| shape | runs | "
+        + " | ".join(
+            f"{r.name}: blocked by the 5th; stopped by the 8th; median block, stop" for r in results
+        )
+        + " |",
+        "|---|---|" + "---|" * len(results),
+    ]
+    for shape in [*results[0].stuck, "all"]:
+        cells = []
+        runs = 0
+        for r in results:
+            found = [x for xs in r.stuck.values() for x in xs] if shape == "all" else r.stuck[shape]
+            runs = len(found)
+            blocks = [b for b, _ in found if b is not None]
+            stops = [s for _, s in found if s is not None]
+            by_fifth = sum(b is not None and b <= 5 for b, _ in found)
+            by_eighth = sum(s is not None and s <= 8 for _, s in found)
+            cells.append(
+                f"{by_fifth}/{runs}; {by_eighth}/{runs}; {_median(blocks)}, {_median(stops)}"
+            )
+        lines.append(f"| {shape} | {runs} | " + " | ".join(cells) + " |")
     return lines
 
 
