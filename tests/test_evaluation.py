@@ -68,5 +68,43 @@ def test_varied_calls_with_one_outcome_are_their_own_rows_and_caught_by_the_fift
     assert recommended.same_outcome["a real run (development corpus)"] == [5]  # pylint-8898
     assert all(p is None for ps in openclaw.same_outcome.values() for p in ps)
     page = evaluate_profiles.render(*evaluation)
-    for shape in ("pasted prose, bash EOF", "editor usage text", "unchanged file window"):
+    for shape in ("pasted prose, bash EOF", "editor usage text"):
         assert f"| {shape} |" in page
+    assert "unchanged file window" not in recommended.same_outcome
+
+
+def test_successful_calls_showing_one_window_are_measured_in_their_own_row(
+    evaluation: Evaluation,
+) -> None:
+    # A success repeated across distinct calls is no failure: reported, not scored as a miss.
+    for result in evaluation[0]:
+        assert len(result.same_window) >= 5
+    openclaw = evaluation[0][0]
+    assert all(w is None and b is None for w, b in openclaw.same_window)
+    assert "| unchanged file window |" in evaluate_profiles.render(*evaluation)
+
+
+def test_healthy_bulk_work_is_never_blocked(evaluation: Evaluation) -> None:
+    for result in evaluation[0]:
+        runs = [x for xs in result.bulk.values() for x in xs]
+        assert len(result.bulk) >= 10 and len(runs) >= 30
+        assert [shape for shape, xs in result.bulk.items() if any(b for _, b in xs)] == []
+
+
+def test_stuck_failures_quoting_the_argument_are_blocked_by_the_fifth_and_stopped_by_the_eighth(
+    evaluation: Evaluation,
+) -> None:
+    openclaw, recommended = evaluation[0]
+    runs = [x for xs in recommended.stuck.values() for x in xs]
+    assert len(recommended.stuck) >= 10 and len(runs) >= 30
+    caught = [(b, s) for b, s in runs if b is not None and b <= 5 and s is not None and s <= 8]
+    assert len(caught) >= 0.9 * len(runs), recommended.stuck
+    assert all(b is None for xs in openclaw.stuck.values() for b, _ in xs)
+
+
+def test_surveys_are_counted_among_the_healthy_runs(evaluation: Evaluation) -> None:
+    cases = evaluation[1]
+    surveys = [c for c in cases if c.family == "survey"]
+    assert len(surveys) >= 5 and all(c.success for c in surveys)
+    for result in evaluation[0]:
+        assert not [i for i in result.false_block_ids if i.startswith("survey/")]
