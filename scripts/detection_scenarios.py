@@ -335,6 +335,28 @@ def _slack(rng: random.Random, n: int) -> list[ToolCall]:
     ]
 
 
+def _validate(rng: random.Random, n: int) -> list[ToolCall]:
+    """A check run over many files, each clean: the acknowledgement names errors (none)."""
+    tool = rng.choice(("validate_json", "lint_file", "check_schema", "yaml_lint"))
+    ack = rng.choice(
+        ("No errors found.", "OK: 0 errors, 0 warnings", "valid (errors: 0)", "0 problems")
+    )
+    files = _distinct(rng, lambda r: _path(r, _snake(r), r.choice((".json", ".yaml"))), n)
+    return [ToolCall(tool, {"path": f}, result=ack) for f in files]
+
+
+def _structured(rng: random.Random, n: int) -> list[ToolCall]:
+    """An MCP tool with an output schema: the same text and `structuredContent` every time."""
+    tool = rng.choice(("calendar_create_event", "crm_update_contact", "set_reminder"))
+    data = rng.choice(({"ok": True}, {"status": "accepted"}, {"updated": True}))
+    result = {"content": [{"type": "text", "text": json.dumps(data)}], "structuredContent": data}
+    titles = _distinct(rng, lambda r: f"{r.choice(_PEOPLE)} / {_snake(r, 2)}", n)
+    return [
+        ToolCall(tool, {"title": t, "when": f"2026-12-{rng.randint(1, 28):02d}"}, result=result)
+        for t in titles
+    ]
+
+
 _BULK_SHAPES: dict[str, Callable[[random.Random, int], list[ToolCall]]] = {
     "email sent": _email,
     "ticket created (MCP text)": _ticket,
@@ -349,6 +371,8 @@ _BULK_SHAPES: dict[str, Callable[[random.Random, int], list[ToolCall]]] = {
     'curl in bash, `{"status":"ok"}`': _curl_ok,
     "SQL insert, `1 row affected`": _sql_insert,
     "chat message posted": _slack,
+    "validation clean, `0 errors`": _validate,
+    "MCP structuredContent acknowledgement": _structured,
 }
 
 
