@@ -20,9 +20,11 @@ What says a call failed, strongest signal first (the first that applies decides)
 4. a tool's own ``failurePattern`` (``toolPolicies``): its text matches, or it succeeded;
 5. recognisable failure text, read only in the text's first and last lines (where a tool says
    that it failed): a line that starts with ``Error``, ``fatal``, ``Traceback (most recent call
-   last)``, a Python exception (``FileNotFoundError: …``), ``Usage:``, an HTTP status 4xx/5xx,
-   or ``No replacement was performed``; a line that ends with ``command not found``, ``No such
-   file or directory``, ``Permission denied``; or a short text (one or two lines) that says
+   last)``, a Python exception (``FileNotFoundError: …``), ``Usage:``, ``Invalid``, an HTTP
+   status 4xx/5xx with its reason, an editor's ``No replacement was performed``; a program's
+   complaint (``bash: -c: line 1: syntax error …``, ``sed: can't read x``); a line that ends
+   with ``command not found``, ``No such file or directory``, ``Permission denied``; or a short
+   text (one or two lines) that says
    something could not be done (``not found``, ``does not exist``, ``cannot``, ``unable to``,
    ``denied``, ``unauthorized``, ``forbidden``, ``invalid``, ``timed out``).
 
@@ -74,10 +76,20 @@ _EXIT_LINE = re.compile(
 # case (``ValueError: …``), the rest without.
 _FAILURE_START = re.compile(
     r"^\s*(?:(?:error|fatal|failed|failure|exception)\b|traceback \(most recent call last\)"
-    r"|usage:|no replacement was performed|(?:http/\d(?:\.\d)?\s+)?[45]\d\d\s+(?:bad request"
+    r"|usage:|no replacement was performed|your proposed edit has introduced new syntax error"
+    r"|invalid\b|(?:http/\d(?:\.\d)?\s+)?[45]\d\d\s+(?:bad request"
     r"|unauthori[sz]ed|payment required|forbidden|not found|method not allowed|not acceptable"
     r"|request timeout|conflict|gone|unprocessable|too many requests|internal server error"
     r"|not implemented|bad gateway|service unavailable|gateway timeout)\b)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A program's own complaint: ``bash: -c: line 1: syntax error …``, ``sed: -e expression #1,
+# char 3: unknown command``, ``tar: x: Cannot open``. The program's name, any ``context: ``
+# parts, then a phrase that says it could not do it.
+_PROGRAM_COMPLAINT = re.compile(
+    r"^[\w./-]+: (?:[^:\n]{0,80}: ){0,3}(?:syntax error|unexpected (?:eof|end of file|token)"
+    r"|cannot|can't|could not|couldn't|unable to|invalid|unrecognized|unknown (?:command|option)"
+    r"|illegal|missing|no such|not found|permission denied|(?:error|fatal)\b)",
     re.IGNORECASE | re.MULTILINE,
 )
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::|$)", re.MULTILINE)
@@ -106,18 +118,15 @@ def outcome_kind(result: Any, error: Any, failed: bool | None, pattern: Any = No
     """``FAILURE``, ``SUCCESS`` or ``SILENT`` for one call's outcome (see the module's rules).
 
     ``failed``: the runtime's own word, when it has one. ``pattern``: the tool's compiled
-    ``failurePattern`` (anything with ``search``), or None.
+    ``failurePattern`` (anything with ``search``), or None. An error is a failure even when its
+    text is empty; a result that says nothing is silent even when its exit code is not 0 (grep
+    finding no match): there is nothing in it to compare.
     """
-    if _given(error) or failed is True:
+    if _given(error):
         return FAILURE
-    if failed is None:
-        flagged = _flagged(result, pattern)
-        if flagged is not None:
-            if flagged:
-                return FAILURE
-        elif _failure_text(text_of(result)):
-            return FAILURE
-    return SILENT if says_nothing(result) else SUCCESS
+    if says_nothing(result):
+        return SILENT
+    return FAILURE if is_failure(result, error, failed, pattern) else SUCCESS
 
 
 def is_failure(result: Any, error: Any, failed: bool | None = None, pattern: Any = None) -> bool:
@@ -187,7 +196,12 @@ def _failure_text(text: str | None) -> bool:
     if not text:
         return False
     for span in (text,) if len(text) <= 2 * _SPAN else (text[:_SPAN], text[-_SPAN:]):
-        if _FAILURE_START.search(span) or _EXCEPTION_LINE.search(span) or _FAILURE_END.search(span):
+        if (
+            _FAILURE_START.search(span)
+            or _EXCEPTION_LINE.search(span)
+            or _FAILURE_END.search(span)
+            or _PROGRAM_COMPLAINT.search(span)
+        ):
             return True
     stripped = text.strip()
     return (

@@ -18,10 +18,12 @@ from loopwarden.core.canonical import UNDEFINED, _hash_keyed, digest_stable, sta
 from loopwarden.core.config import ResolvedConfig
 from loopwarden.core.detectors import NOT_STUCK, Level, Verdict
 from loopwarden.core.failures import (
+    FAILURE,
     FAILURE_KEY_PREFIX,
+    SUCCESS,
     is_acknowledgement,
+    outcome_kind,
     same_failure,
-    says_nothing,
     text_of,
 )
 from loopwarden.core.history import VETO_HASH
@@ -482,9 +484,8 @@ def forms_stretch(tool: str, params: Any, result: Any, error: Any, failed: bool)
     """
     if error is not None and error is not UNDEFINED:
         return not (isinstance(error, str) and not error.strip())
-    if result is UNDEFINED or result == SILENT_RESULT or says_nothing(result):
-        return False
-    return failed or not is_acknowledgement(result)
+    kind = outcome_kind(result, error, failed)
+    return kind == FAILURE or (kind == SUCCESS and not is_acknowledgement(result))
 
 
 def is_failure_stretch(streak: OutcomeStreak) -> bool:
