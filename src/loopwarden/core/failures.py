@@ -72,31 +72,40 @@ _EXIT_LINE = re.compile(
     r"^(?:exit code:?|process exited with code|command exited with code:?)\s*(-?\d+)\s*$",
     re.IGNORECASE | re.MULTILINE,
 )
-# A line that starts the way a failure does. Python's exception names are matched with their
-# case (``ValueError: …``), the rest without.
-_FAILURE_START = re.compile(
-    r"^\s*(?:(?:error|fatal|failed|failure|exception)\b|traceback \(most recent call last\)"
+# A line that starts the way a failure does (one pass over the text for all of these):
+# ``Error: …``, ``fatal: …``, a traceback, a usage line, an HTTP status with its reason, an
+# editor's refusal; a Python exception, matched with its case (``FileNotFoundError: …``); or a
+# program's own complaint (``bash: -c: line 1: syntax error …``, ``sed: -e expression #1, char
+# 3: unknown command``): its name, up to three ``context: `` parts, then a phrase that says it
+# could not do it.
+_FAILURE_LINE = re.compile(
+    r"^[ \t]*(?:"
+    r"(?i:(?:error|fatal|failed|failure|exception)\b|traceback \(most recent call last\)"
     r"|usage:|no replacement was performed|your proposed edit has introduced new syntax error"
-    r"|invalid\b|(?:http/\d(?:\.\d)?\s+)?[45]\d\d\s+(?:bad request"
-    r"|unauthori[sz]ed|payment required|forbidden|not found|method not allowed|not acceptable"
-    r"|request timeout|conflict|gone|unprocessable|too many requests|internal server error"
-    r"|not implemented|bad gateway|service unavailable|gateway timeout)\b)",
-    re.IGNORECASE | re.MULTILINE,
-)
-# A program's own complaint: ``bash: -c: line 1: syntax error …``, ``sed: -e expression #1,
-# char 3: unknown command``, ``tar: x: Cannot open``. The program's name, any ``context: ``
-# parts, then a phrase that says it could not do it.
-_PROGRAM_COMPLAINT = re.compile(
-    r"^[\w./-]+: (?:[^:\n]{0,80}: ){0,3}(?:syntax error|unexpected (?:eof|end of file|token)"
+    r"|invalid\b|(?:http/\d(?:\.\d)?[ \t]+)?[45]\d\d[ \t]+(?:bad request|unauthori[sz]ed"
+    r"|payment required|forbidden|not found|method not allowed|not acceptable|request timeout"
+    r"|conflict|gone|unprocessable|too many requests|internal server error|not implemented"
+    r"|bad gateway|service unavailable|gateway timeout)\b)"
+    r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::|$)"
+    r"|(?i:[\w./-]+: (?:[^:\n]{0,80}: ){0,3}(?:syntax error|unexpected (?:eof|end of file|token)"
     r"|cannot|can't|could not|couldn't|unable to|invalid|unrecognized|unknown (?:command|option)"
-    r"|illegal|missing|no such|not found|permission denied|(?:error|fatal)\b)",
-    re.IGNORECASE | re.MULTILINE,
+    r"|illegal|missing|no such|not found|permission denied|(?:error|fatal)\b))"
+    r")",
+    re.MULTILINE,
 )
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*)?(?:Error|Exception)\b(?::|$)", re.MULTILINE)
+# A line that ends the way a shell's failure does; looked for only when the (lower-case) text
+# holds one of the phrases.
+_END_PHRASES = (
+    "command not found",
+    "no such file or directory",
+    "permission denied",
+    "not a directory",
+    "is a directory",
+)
 _FAILURE_END = re.compile(
     r"(?:command not found|no such file or directory|permission denied|not a directory"
-    r"|is a directory)\.?\s*$",
-    re.IGNORECASE | re.MULTILINE,
+    r"|is a directory)\.?[ \t]*$",
+    re.MULTILINE,
 )
 # A short text that says something could not be done.
 _SAYS_FAILED = re.compile(
@@ -110,7 +119,7 @@ _SHORT_CHARS = 300
 # Failure text is looked for in the first and last characters of a result only: a tool says
 # that it failed at the start (a usage line, ``Error: …``) or at the end (a traceback's last
 # line); a long log is not scanned end to end.
-_SPAN = 1000
+_SPAN = 600
 _FAILED_STATUS = frozenset({"failed", "error", "timeout", "failure"})
 
 
@@ -186,23 +195,32 @@ def _object_flag(result: Mapping[Any, Any]) -> bool | None:
 def _exit_code(text: str) -> int | None:
     found = _RETURNCODE.match(text)
     if found is None:
-        found = _EXIT_LINE.search(text, 0, _SPAN)
-    if found is None and len(text) > _SPAN:
-        found = _EXIT_LINE.search(text, len(text) - _SPAN)
+        for start, end in _spans(text):
+            if "xit" in text[start:end] or "XIT" in text[start:end]:
+                found = _EXIT_LINE.search(text, start, end)
+                if found is not None:
+                    break
     return None if found is None else int(found.group(1))
+
+
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Where failure text is looked for: the whole text, or its first and last ``_SPAN``."""
+    if len(text) <= 2 * _SPAN:
+        return ((0, len(text)),)
+    return ((0, _SPAN), (len(text) - _SPAN, len(text)))
 
 
 def _failure_text(text: str | None) -> bool:
     if not text:
         return False
-    for span in (text,) if len(text) <= 2 * _SPAN else (text[:_SPAN], text[-_SPAN:]):
-        if (
-            _FAILURE_START.search(span)
-            or _EXCEPTION_LINE.search(span)
-            or _FAILURE_END.search(span)
-            or _PROGRAM_COMPLAINT.search(span)
-        ):
+    for start, end in _spans(text):
+        if _FAILURE_LINE.search(text, start, end) is not None:
             return True
+        lowered = text[start:end].lower()
+        if any(phrase in lowered for phrase in _END_PHRASES) and _FAILURE_END.search(lowered):
+            return True
+    if len(text) > 2 * _SHORT_CHARS:
+        return False
     stripped = text.strip()
     return (
         len(stripped) <= _SHORT_CHARS
@@ -299,7 +317,7 @@ _PIECE_SPLIT = re.compile(r"[/?&=:#@|]+")
 _DIGITS = re.compile(r"\d+")
 _CARET_LINE = re.compile(r"^[ \t]*[\^~]+[ \t\^~]*$", re.MULTILINE)
 _SPACES = re.compile(r"[ \t]+")
-_MAX_FAILURE_CHARS = 20000
+_MAX_FAILURE_CHARS = 4000
 _WRAPPER_TAGS = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
 
 
@@ -365,20 +383,58 @@ def mask_failure(text: str, params: Any) -> str:
     digits (``#``), the caret lines under a quoted source line, and runs of blanks.
 
     Two failures that read alike once masked are the same failure: the agent changed the
-    argument, not what went wrong.
+    argument, not what went wrong. A long text is compared by its first and last
+    ``_MAX_FAILURE_CHARS // 2`` characters, where a failure says what failed.
     """
     if len(text) > _MAX_FAILURE_CHARS:
         half = _MAX_FAILURE_CHARS // 2
         text = text[:half] + "\n…\n" + text[-half:]
     text = _WRAPPER_TAGS.sub("\n", text)  # a shell wrapper's tags are no quote of the call
-    tokens = [t for t in quoted_tokens(params) if t in text]
-    if tokens:
-        # Whole words only: the agent's "look" is not masked inside the shell's "looking".
-        quoted = "|".join(re.escape(t) for t in tokens)
-        text = re.sub(rf"(?<!\w)(?:{quoted})(?!\w)", ARG, text)
+    if params is not None:
+        text = _mask_quotes(text, quoted_tokens(params))
     text = _DIGITS.sub("#", text)
     text = _CARET_LINE.sub("^", text)
     return _SPACES.sub(" ", text).strip()
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _mask_quotes(text: str, tokens: list[str]) -> str:
+    """Each whole-word occurrence of a token (longest first) replaced by ``ARG``: the agent's
+    "look" is not masked inside the shell's "looking". Found by ``str.find``, not by one
+    regular expression of every token, which would try them all at every character."""
+    taken = bytearray(len(text))
+    spans: list[tuple[int, int]] = []
+    for token in tokens:
+        at = text.find(token)
+        if at < 0:
+            continue
+        check_start = _is_word_char(token[0])
+        check_end = _is_word_char(token[-1])
+        size = len(token)
+        while at >= 0:
+            end = at + size
+            if (
+                not (check_start and at > 0 and _is_word_char(text[at - 1]))
+                and not (check_end and end < len(text) and _is_word_char(text[end]))
+                and taken.find(1, at, end) < 0
+            ):
+                taken[at:end] = b"\x01" * size
+                spans.append((at, end))
+            at = text.find(token, at + 1)
+    if not spans:
+        return text
+    spans.sort()
+    parts: list[str] = []
+    last = 0
+    for start, end in spans:
+        parts.append(text[last:start])
+        parts.append(ARG)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 FAILURE_KEY_PREFIX: Final = "failure:"
