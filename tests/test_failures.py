@@ -201,7 +201,7 @@ def test_whole_words_only_are_masked() -> None:
     masked = mask_failure("unexpected EOF while looking for matching", {"command": "look here"})
     assert masked == "unexpected EOF while looking for matching"
     assert mask_failure("cat: notes.md: No such file", {"command": "cat notes.md"}) == (
-        "<arg>: <arg>: No such file"
+        "#: #: No such file"
     )
 
 

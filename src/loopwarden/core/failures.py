@@ -69,8 +69,8 @@ def _given(error: Any) -> bool:
 # Codex's and Gemini CLI's shell output, a process runner's last line.
 _RETURNCODE = re.compile(r"\s*<returncode>\s*(-?\d+)\s*</returncode>")
 _EXIT_LINE = re.compile(
-    r"^(?:exit code:?|process exited with code|command exited with code:?)\s*(-?\d+)\s*$",
-    re.IGNORECASE | re.MULTILINE,
+    r"(?:exit code:?|process exited with code|command exited with code:?)[ \t]*(-?\d+)[ \t]*$",
+    re.IGNORECASE,
 )
 # A line that starts the way a failure does (one pass over the text for all of these):
 # ``Error: …``, ``fatal: …``, a traceback, a usage line, an HTTP status with its reason, an
@@ -79,7 +79,7 @@ _EXIT_LINE = re.compile(
 # 3: unknown command``): its name, up to three ``context: `` parts, then a phrase that says it
 # could not do it.
 _FAILURE_LINE = re.compile(
-    r"^[ \t]*(?:"
+    r"[ \t]*(?:"
     r"(?i:(?:error|fatal|failed|failure|exception)\b|traceback \(most recent call last\)"
     r"|usage:|no replacement was performed|your proposed edit has introduced new syntax error"
     r"|invalid\b|(?:http/\d(?:\.\d)?[ \t]+)?[45]\d\d[ \t]+(?:bad request|unauthori[sz]ed"
@@ -91,21 +91,14 @@ _FAILURE_LINE = re.compile(
     r"|cannot|can't|could not|couldn't|unable to|invalid|unrecognized|unknown (?:command|option)"
     r"|illegal|missing|no such|not found|permission denied|(?:error|fatal)\b))"
     r")",
-    re.MULTILINE,
 )
-# A line that ends the way a shell's failure does; looked for only when the (lower-case) text
-# holds one of the phrases.
+# A line that ends the way a shell's failure does.
 _END_PHRASES = (
     "command not found",
     "no such file or directory",
     "permission denied",
     "not a directory",
     "is a directory",
-)
-_FAILURE_END = re.compile(
-    r"(?:command not found|no such file or directory|permission denied|not a directory"
-    r"|is a directory)\.?[ \t]*$",
-    re.MULTILINE,
 )
 # A short text that says something could not be done.
 _SAYS_FAILED = re.compile(
@@ -116,10 +109,11 @@ _SAYS_FAILED = re.compile(
 )
 _SHORT_LINES = 2
 _SHORT_CHARS = 300
-# Failure text is looked for in the first and last characters of a result only: a tool says
-# that it failed at the start (a usage line, ``Error: …``) or at the end (a traceback's last
-# line); a long log is not scanned end to end.
-_SPAN = 600
+# Failure text is looked for in the first and last few lines of a result only, where a tool
+# says that it failed: a usage line or ``Error: …`` first, a traceback's exception or a shell's
+# complaint last. A long output is not scanned end to end (most outcomes are successes).
+_EDGE_LINES = 4
+_EDGE_CHARS = 600
 _FAILED_STATUS = frozenset({"failed", "error", "timeout", "failure"})
 
 
@@ -144,27 +138,20 @@ def is_failure(result: Any, error: Any, failed: bool | None = None, pattern: Any
         return True
     if failed is False:
         return False
-    flagged = _flagged(result, pattern)
-    if flagged is not None:
-        return flagged
-    return _failure_text(text_of(result))
-
-
-def _flagged(result: Any, pattern: Any) -> bool | None:
-    """What a structured signal says (True: failed, False: succeeded), or None: no signal."""
     if _is_mapping(result):
         found = _object_flag(result)
         if found is not None:
             return found
     text = text_of(result)
-    if text is None:
-        return None
-    code = _exit_code(text)
+    if not text:
+        return False
+    lines = _edge_lines(text)
+    code = _exit_code(text, lines)
     if code is not None:
         return code != 0
     if pattern is not None:
         return pattern.search(text) is not None
-    return None
+    return _failure_text(text, lines)
 
 
 def _object_flag(result: Mapping[Any, Any]) -> bool | None:
@@ -192,32 +179,32 @@ def _object_flag(result: Mapping[Any, Any]) -> bool | None:
     return None
 
 
-def _exit_code(text: str) -> int | None:
+def _exit_code(text: str, lines: list[str]) -> int | None:
     found = _RETURNCODE.match(text)
     if found is None:
-        for start, end in _spans(text):
-            if "xit" in text[start:end] or "XIT" in text[start:end]:
-                found = _EXIT_LINE.search(text, start, end)
-                if found is not None:
-                    break
+        for line in lines:
+            found = _EXIT_LINE.match(line)
+            if found is not None:
+                break
     return None if found is None else int(found.group(1))
 
 
-def _spans(text: str) -> tuple[tuple[int, int], ...]:
-    """Where failure text is looked for: the whole text, or its first and last ``_SPAN``."""
-    if len(text) <= 2 * _SPAN:
-        return ((0, len(text)),)
-    return ((0, _SPAN), (len(text) - _SPAN, len(text)))
+def _edge_lines(text: str) -> list[str]:
+    """The first and last ``_EDGE_LINES`` lines that say something (all of a short text)."""
+    head = text[:_EDGE_CHARS].lstrip().split("\n", _EDGE_LINES)
+    if len(head) <= _EDGE_LINES and len(text) <= _EDGE_CHARS:
+        return head  # the whole text
+    tail = text[-_EDGE_CHARS:].rstrip().rsplit("\n", _EDGE_LINES)
+    return head[:_EDGE_LINES] + tail[-_EDGE_LINES:]
 
 
-def _failure_text(text: str | None) -> bool:
+def _failure_text(text: str | None, lines: list[str]) -> bool:
     if not text:
         return False
-    for start, end in _spans(text):
-        if _FAILURE_LINE.search(text, start, end) is not None:
+    for line in lines:
+        if _FAILURE_LINE.match(line) is not None:
             return True
-        lowered = text[start:end].lower()
-        if any(phrase in lowered for phrase in _END_PHRASES) and _FAILURE_END.search(lowered):
+        if line.rstrip(" .\t\r").lower().endswith(_END_PHRASES):
             return True
     if len(text) > 2 * _SHORT_CHARS:
         return False
@@ -302,8 +289,9 @@ def is_acknowledgement(result: Any) -> bool:
 
 # -- the same failure across varied calls -------------------------------------------------------
 
-ARG = "<arg>"
-"""What a quote of the call's own arguments reads as in a failure compared across calls."""
+ARG = "#"
+"""What a quote of the call's own arguments reads as in a failure compared across calls: the
+same as a number, so that a sequence of names and one of numbers read alike too."""
 
 # How much of the call is looked at for quotes, and how long a quote must be: a bound on the
 # work for a call with a huge argument, and no masking of one- and two-letter words.
@@ -316,8 +304,7 @@ _QUOTES = "\"'`()[]{}<>,;"
 _PIECE_SPLIT = re.compile(r"[/?&=:#@|]+")
 _DIGITS = re.compile(r"\d+")
 _CARET_LINE = re.compile(r"^[ \t]*[\^~]+[ \t\^~]*$", re.MULTILINE)
-_SPACES = re.compile(r"[ \t]+")
-_MAX_FAILURE_CHARS = 4000
+_MAX_FAILURE_CHARS = 1200
 _WRAPPER_TAGS = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
 
 
@@ -379,22 +366,36 @@ def failure_text(result: Any, error: Any) -> str:
 
 
 def mask_failure(text: str, params: Any) -> str:
-    """``text`` with what quotes the call's own arguments masked (``<arg>``), then every run of
-    digits (``#``), the caret lines under a quoted source line, and runs of blanks.
+    """``text`` as a same-failure stretch compares it: every run of digits masked (``#``), the
+    caret lines under a quoted source line made one, and, when ``params`` is given, what
+    quotes the call's own arguments masked (``#``, like a number).
 
     Two failures that read alike once masked are the same failure: the agent changed the
     argument, not what went wrong. A long text is compared by its first and last
     ``_MAX_FAILURE_CHARS // 2`` characters, where a failure says what failed.
     """
+    text = _comparable_failure(text)
+    return text if params is None else _mask_quotes(text, _comparable_tokens(params))
+
+
+def _comparable_failure(text: str) -> str:
     if len(text) > _MAX_FAILURE_CHARS:
         half = _MAX_FAILURE_CHARS // 2
         text = text[:half] + "\n…\n" + text[-half:]
     text = _WRAPPER_TAGS.sub("\n", text)  # a shell wrapper's tags are no quote of the call
-    if params is not None:
-        text = _mask_quotes(text, quoted_tokens(params))
     text = _DIGITS.sub("#", text)
-    text = _CARET_LINE.sub("^", text)
-    return _SPACES.sub(" ", text).strip()
+    return _CARET_LINE.sub("^", text).strip()
+
+
+def _comparable_tokens(params: Any) -> list[str]:
+    """The call's quotable tokens as they read in a compared text (digits masked); a token
+    that is nothing but digits is masked as a number already."""
+    tokens = []
+    for token in quoted_tokens(params):
+        masked = _DIGITS.sub("#", token)
+        if masked.strip("#"):
+            tokens.append(masked)
+    return tokens
 
 
 def _is_word_char(char: str) -> bool:
@@ -445,9 +446,10 @@ def failure_key(result: Any, error: Any, params: Any) -> str:
     """What a same-failure stretch compares: ``failure:<as it reads>:<quotes masked>``, the
     digests of the failure text with only its digits masked, and with the quotes of the call's
     arguments masked too (:func:`same_failure` matches either)."""
-    text = failure_text(result, error)
-    plain = digest_stable(mask_failure(text, None))
-    return f"{FAILURE_KEY_PREFIX}{plain}:{digest_stable(mask_failure(text, params))}"
+    text = _comparable_failure(failure_text(result, error))
+    masked = _mask_quotes(text, _comparable_tokens(params))
+    plain = digest_stable(text)
+    return f"{FAILURE_KEY_PREFIX}{plain}:{plain if masked is text else digest_stable(masked)}"
 
 
 def same_failure(key: str, other: str) -> bool:
