@@ -100,12 +100,30 @@ _END_PHRASES = (
     "not a directory",
     "is a directory",
 )
-# A short text that says something could not be done.
+# A short text that says something could not be done; the phrases are looked for as plain
+# text first (an alternation tried at every character costs tens of microseconds).
+_SAYS_FAILED_PHRASES = (
+    "not found",
+    "not exist",
+    "n't exist",
+    "could not",
+    "couldn't",
+    "cannot",
+    "can't",
+    "unable to",
+    "no such",
+    "denied",
+    "unauthori",
+    "forbidden",
+    "invalid",
+    "not allowed",
+    "timed out",
+    "failed",
+)
 _SAYS_FAILED = re.compile(
     r"\b(?:not found|does not exist|doesn't exist|do not exist|could not|couldn't|cannot"
     r"|can't|unable to|no such|denied|unauthori[sz]ed|forbidden|invalid|not allowed"
-    r"|timed out|(?<!\b0 )failed)\b",
-    re.IGNORECASE,
+    r"|timed out|(?<!\b0 )failed)\b"
 )
 _SHORT_LINES = 2
 _SHORT_CHARS = 300
@@ -209,10 +227,11 @@ def _failure_text(text: str | None, lines: list[str]) -> bool:
     if len(text) > 2 * _SHORT_CHARS:
         return False
     stripped = text.strip()
-    return (
-        len(stripped) <= _SHORT_CHARS
-        and stripped.count("\n") < _SHORT_LINES
-        and _SAYS_FAILED.search(stripped) is not None
+    if len(stripped) > _SHORT_CHARS or stripped.count("\n") >= _SHORT_LINES:
+        return False
+    lowered = stripped.lower()
+    return any(phrase in lowered for phrase in _SAYS_FAILED_PHRASES) and bool(
+        _SAYS_FAILED.search(lowered)
     )
 
 
