@@ -320,8 +320,7 @@ _MAX_TOKENS = 128
 _MIN_TOKEN = 3
 _WORD_SPLIT = re.compile(r"\s+")
 _QUOTES = "\"'`()[]{}<>,;"
-_PIECE_SPLIT = re.compile(r"[/?&=:#@|]+")
-_DIGITS = re.compile(r"\d+")
+_PIECE_SPLIT = re.compile(r"[/?&=:@|]+")
 _CARET_LINE = re.compile(r"^[ \t]*[\^~]+[ \t\^~]*$", re.MULTILINE)
 _MAX_FAILURE_CHARS = 1200
 _WRAPPER_TAGS = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
@@ -343,15 +342,17 @@ def _leaves(value: Any, out: list[str], depth: int = 0) -> None:
             _leaves(item, out, depth + 1)
 
 
-def quoted_tokens(params: Any) -> list[str]:
+def quoted_tokens(params: Any, text: str | None = None) -> list[str]:
     """What a failure may quote of the call: each argument value whole, its words (split on
     white space, quotes and brackets stripped: the file of ``sed -n 1,10p nofile3``, the source
-    of ``python3 -c "print(foo"``) and the pieces of a path or URL; longest first."""
+    of ``python3 -c "print(foo"``) and the pieces of a path or URL; longest first. With
+    ``text``, their digits are masked as in a compared failure (``_numbers_masked``), and only
+    those found in ``text`` are kept."""
     leaves: list[str] = []
     _leaves(params, leaves)
     tokens: set[str] = set()
     for leaf in leaves:
-        value = leaf.strip()
+        value = leaf.strip() if text is None else _numbers_masked(leaf).strip()
         if len(value) >= _MIN_TOKEN:
             tokens.add(value)
         for word in _WORD_SPLIT.split(value):
@@ -365,7 +366,20 @@ def quoted_tokens(params: Any) -> list[str]:
                     tokens.add(piece)
         if len(tokens) >= _MAX_TOKENS:
             break
+    if text is not None:
+        # A token of nothing but digits reads as a number already.
+        tokens = {t for t in tokens if t in text and t.strip("#")}
     return sorted(tokens, key=lambda t: (-len(t), t))[:_MAX_TOKENS]
+
+
+_DIGIT_TABLE = str.maketrans("0123456789", "##########")
+_MARK_RUNS = re.compile("##+")
+
+
+def _numbers_masked(text: str) -> str:
+    """Every run of digits as one ``#`` (a translation, then runs of ``#`` folded: three times
+    faster than one substitution of ``\\d+``)."""
+    return _MARK_RUNS.sub("#", text.translate(_DIGIT_TABLE))
 
 
 def failure_text(result: Any, error: Any) -> str:
@@ -394,27 +408,24 @@ def mask_failure(text: str, params: Any) -> str:
     ``_MAX_FAILURE_CHARS // 2`` characters, where a failure says what failed.
     """
     text = _comparable_failure(text)
-    return text if params is None else _mask_quotes(text, _comparable_tokens(params))
+    return text if params is None else _mask_quotes(text, _comparable_tokens(params, text))
 
 
 def _comparable_failure(text: str) -> str:
     if len(text) > _MAX_FAILURE_CHARS:
         half = _MAX_FAILURE_CHARS // 2
         text = text[:half] + "\n…\n" + text[-half:]
-    text = _WRAPPER_TAGS.sub("\n", text)  # a shell wrapper's tags are no quote of the call
-    text = _DIGITS.sub("#", text)
-    return _CARET_LINE.sub("^", text).strip()
+    if "<" in text:  # a shell wrapper's tags are no quote of the call
+        text = _WRAPPER_TAGS.sub("\n", text)
+    text = _numbers_masked(text)
+    if "^" in text or "~" in text:
+        text = _CARET_LINE.sub("^", text)
+    return text.strip()
 
 
-def _comparable_tokens(params: Any) -> list[str]:
-    """The call's quotable tokens as they read in a compared text (digits masked); a token
-    that is nothing but digits is masked as a number already."""
-    tokens = []
-    for token in quoted_tokens(params):
-        masked = _DIGITS.sub("#", token)
-        if masked.strip("#"):
-            tokens.append(masked)
-    return tokens
+def _comparable_tokens(params: Any, text: str) -> list[str]:
+    """The call's quotable tokens found in ``text``, a compared failure (digits masked)."""
+    return quoted_tokens(params, text)
 
 
 def _is_word_char(char: str) -> bool:
@@ -454,7 +465,7 @@ def _mask_quotes(text: str, tokens: list[str]) -> str:
         parts.append(ARG)
         last = end
     parts.append(text[last:])
-    return "".join(parts)
+    return _MARK_RUNS.sub(ARG, "".join(parts))  # a quote next to a number reads as one
 
 
 FAILURE_KEY_PREFIX: Final = "failure:"
@@ -466,7 +477,7 @@ def failure_key(result: Any, error: Any, params: Any) -> str:
     digests of the failure text with only its digits masked, and with the quotes of the call's
     arguments masked too (:func:`same_failure` matches either)."""
     text = _comparable_failure(failure_text(result, error))
-    masked = _mask_quotes(text, _comparable_tokens(params))
+    masked = _mask_quotes(text, _comparable_tokens(params, text))
     plain = digest_stable(text)
     return f"{FAILURE_KEY_PREFIX}{plain}:{plain if masked is text else digest_stable(masked)}"
 
