@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from loopwarden.cli import hook_cmd
+from loopwarden.hooks import _codex_exit
+from loopwarden.hooks._codex_exit import command_failed
 from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
 from loopwarden.hooks._state import read_problem
 
@@ -106,6 +108,176 @@ def test_runs_are_the_cli_turns_and_outcomes_are_what_the_model_saw() -> None:
     assert "Exit Code: 1" in gemini.result["content"][0]["text"]
     error = parse_event("gemini-cli", payload("gemini-cli", "AfterTool-tool-error"))
     assert error.failed is True and "File not found" in error.error
+
+
+def test_each_cli_payload_says_whether_the_call_failed() -> None:
+    """``failed``: Claude Code sends a failed call (a non-zero exit included) as
+    PostToolUseFailure, so its PostToolUse is a success; Gemini CLI's shell output has an
+    ``Exit Code`` line only for a non-zero exit; Codex's payload does not say."""
+    failed = {
+        (agent, name): parse_event(agent, payload(agent, name)).failed
+        for agent, name in [
+            ("claude-code", "PostToolUse"),
+            ("claude-code", "PostToolUseFailure"),
+            ("gemini-cli", "AfterTool-success"),
+            ("gemini-cli", "AfterTool-failing-command"),
+            ("gemini-cli", "AfterTool-tool-error"),
+            ("codex", "PostToolUse"),
+            ("codex", "PostToolUse-failed-command"),
+        ]
+    }
+    assert failed == {
+        ("claude-code", "PostToolUse"): False,
+        ("claude-code", "PostToolUseFailure"): True,
+        ("gemini-cli", "AfterTool-success"): False,
+        ("gemini-cli", "AfterTool-failing-command"): True,
+        ("gemini-cli", "AfterTool-tool-error"): True,
+        ("codex", "PostToolUse"): None,
+        ("codex", "PostToolUse-failed-command"): None,
+    }
+
+
+def _gemini_shell(content: str) -> bool | None:
+    after = payload("gemini-cli", "AfterTool-success")
+    after["tool_response"] = {"llmContent": content, "returnDisplay": ""}
+    return parse_event("gemini-cli", after).failed
+
+
+def test_gemini_cli_exit_code_is_read_after_the_output_only() -> None:
+    """The ``Exit Code`` line is one of the lines Gemini CLI puts after a command's output: a
+    line of the output that reads the same is not the command's exit code."""
+    wrap = "<untrusted_context>\n{}\n</untrusted_context>".format
+    assert _gemini_shell(wrap("Output: (empty)\nExit Code: 2\nProcess Group PGID: 7")) is True
+    assert _gemini_shell("Output: (empty)\nExit Code: 2") is True  # without the wrapper
+    assert _gemini_shell(wrap("Output: ok\nSignal: 15\nProcess Group PGID: 7")) is True
+    printed = wrap("Output: Exit Code: 2\nExit Code: 3\nall good\nProcess Group PGID: 7")
+    assert _gemini_shell(printed) is False
+    long_output = wrap("Output: " + "x\n" * 50_000 + "Exit Code: 1\nProcess Group PGID: 7")
+    assert _gemini_shell(long_output) is True
+    cancelled = "Command was automatically cancelled because it exceeded the timeout"
+    assert _gemini_shell(wrap(cancelled)) is True
+    # another tool's text says nothing of the call's success
+    read = payload("gemini-cli", "AfterTool-success", tool_name="read_file")
+    read["tool_response"] = {"llmContent": "Exit Code: 1", "returnDisplay": ""}
+    assert parse_event("gemini-cli", read).failed is None
+
+
+# The commands of codex/capture_exit_codes.py, and whether each one fails (exits non-zero).
+CODEX_EXITS = {
+    'python3 -c "print(1"': True,
+    "sed -n 1,10p nofile1": True,
+    "echo hello": False,
+    "exit 3": True,
+    "true": False,
+}
+
+
+def _codex_exit_captures(tmp_path: Path) -> Iterator[tuple[dict[str, Any], Path]]:
+    """Each PostToolUse payload Codex sent, with the rollout cut back to what it held then."""
+    folder = DATA / "codex" / "exit-codes"
+    [rollout] = folder.glob("rollout-*.jsonl")
+    data = rollout.read_bytes()
+    for n, line in enumerate((folder / "PostToolUse.jsonl").read_text().splitlines()):
+        capture = json.loads(line)
+        then = tmp_path / f"rollout-{n}.jsonl"
+        then.write_bytes(data[: capture["rollout_bytes"]])
+        yield capture["payload"] | {"transcript_path": str(then)}, then
+
+
+def test_codex_exit_codes_are_in_the_rollout_when_its_hook_runs(tmp_path: Path) -> None:
+    """Codex's PostToolUse payload has no exit code, but its rollout holds the command's
+    exit code by then: the hook reads it (from the file's tail) for every captured call."""
+    found = {}
+    for event, rollout in _codex_exit_captures(tmp_path):
+        found[event["tool_input"]["command"]] = command_failed(
+            str(rollout), event["tool_use_id"], event["turn_id"]
+        )
+    assert found == CODEX_EXITS
+
+
+def test_codex_exit_code_unknown_is_left_to_the_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the rollout does not say (not written yet, another turn's call, a line longer than
+    the tail read, no file, not a file), the answer is None: the guard judges the output."""
+    event, rollout = next(_codex_exit_captures(tmp_path))
+    call, turn = event["tool_use_id"], event["turn_id"]
+    assert command_failed(str(rollout), call, turn) is True
+    assert command_failed(str(rollout), call, "another-turn") is None
+    assert command_failed(str(rollout), "call_unknown", turn) is None
+    data = rollout.read_bytes()
+    written = data[: data.rindex(b'"item_completed"')]  # Codex still writing the event
+    rollout.write_bytes(written[: written.rindex(b"\n") + 1])
+    assert command_failed(str(rollout), call, turn) is None
+    rollout.write_bytes(data)
+    monkeypatch.setattr(_codex_exit, "TAIL_BYTES", 300)  # shorter than the event's line
+    assert command_failed(str(rollout), call, turn) is None
+    monkeypatch.undo()
+    assert command_failed(str(tmp_path / "missing.jsonl"), call, turn) is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it for reading must not wait for a writer
+    assert command_failed(str(fifo), call, turn) is None
+    assert command_failed(str(tmp_path), call, turn) is None
+
+
+def _codex_command_done(rollout: Path, turn_id: str, call_id: str, exit_code: int) -> None:
+    """Append what Codex writes to its rollout when a command ends (before PostToolUse): the
+    captured ``item_completed`` line of a command, for this turn, call and exit code."""
+    [captured] = (DATA / "codex" / "exit-codes").glob("rollout-*.jsonl")
+    line = next(
+        json.loads(line)
+        for line in captured.read_text().splitlines()
+        if '"CommandExecution"' in line and '"item_completed"' in line
+    )
+    line["payload"]["turn_id"] = turn_id
+    item = line["payload"]["item"]
+    item.update(id=call_id, exit_code=exit_code, status="failed" if exit_code else "completed")
+    with rollout.open("a") as out:
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+@pytest.mark.parametrize("exit_code", [1, 0])
+def test_codex_varied_calls_are_judged_by_the_exit_code_in_the_rollout(
+    db: Path, tmp_path: Path, exit_code: int
+) -> None:
+    """Ten different commands with one output that quotes each one's own source: failing (the
+    rollout says exit code 1), the 4th is warned, the 5th refused, the 6th runs and the 7th
+    stops the turn; the same outputs with exit code 0 are ten successes: none is refused."""
+    rollout = tmp_path / "rollout.jsonl"
+    hook = Hook("codex", db)
+    hook.send(payload("codex", "UserPromptSubmit"))
+    answers = []
+    for n in range(1, 11):
+        call = {"tool_use_id": f"call_{n}", "tool_input": {"command": f'python3 -c "print({n}"'}}
+        answer = hook.send(payload("codex", "PreToolUse", **call))
+        answers.append(answer)
+        if answer is not None and "permissionDecision" in answer["hookSpecificOutput"]:
+            continue
+        after = payload("codex", "PostToolUse", transcript_path=str(rollout), **call)
+        _codex_command_done(rollout, after["turn_id"], f"call_{n}", exit_code)
+        after["tool_response"] = f'  File "<string>", line 1\n    print({n}\n{SYNTAX_ERROR}'
+        hook.send(after)
+    became = [_became(answer) for answer in answers]
+    if exit_code:
+        assert became[:4] == ["ran"] * 3 + ["warned"], became
+        ran = ["ran" if kind == "warned" else kind for kind in became]  # the 6th may be warned
+        assert ran == ["ran"] * 4 + ["refused", "ran"] + ["stopped"] * 4, became
+    else:
+        assert became == ["ran"] * 10, became
+
+
+SYNTAX_ERROR = "         ^\nSyntaxError: '(' was never closed\n"
+
+
+def _became(answer: dict[str, Any] | None) -> str:
+    """What a PreToolUse answer made of the call: ran, warned (and ran), refused, stopped."""
+    if answer is None:
+        return "ran"
+    said = answer["hookSpecificOutput"]
+    if "permissionDecision" not in said:
+        return "warned" if said["additionalContext"].startswith("WARNING") else "ran"
+    stopped = said["permissionDecisionReason"].endswith(STOPPED_TURN.removesuffix("."))
+    return "stopped" if stopped else "refused"
 
 
 def test_claude_code_failing_loop_warn_block_then_stop(db: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,78 @@ def install_then_remove_loopwarden(
     assert done.returncode == 0, done.stderr
     assert str(copy) in done.stdout, done.stdout  # the command names the copy
     copy.unlink()
+
+
+# -- scenarios shared by the three CLIs' end-to-end tests ----------------------------------------
+#
+# Varied calls that fail the same way, and varied calls that succeed the same way. Each command
+# starts by appending a line to a count file, so a test counts the real executions; the rest is
+# the command the scenario is about.
+
+SAME_FAILURE_CALLS = 10  # what the model tries
+SAME_FAILURE = ["ran"] * 4 + ["refused", "ran"] + ["stopped"] * 4
+"""What becomes of each of 10 varied calls failing the same way under the recommended profile:
+the 4th runs with a warning (:data:`SAME_FAILURE_WARNED`), the 5th is refused, the 6th runs (the
+recovery chance of ``stopAfterBlocks: 2``), the 7th is refused and ends the run (the turn), and
+nothing after it runs."""
+SAME_FAILURE_WARNED = 4
+SAME_FAILURE_RUNS = SAME_FAILURE.count("ran")
+STOPPED_PHRASE = "loopwarden stopped this turn"  # the reason a later call of the turn gets
+
+
+def same_failure_outcome(text: str, failure: str) -> str:
+    """What one call's result says became of it: "ran" (the command's real ``failure``),
+    "refused" (loopwarden's block), "stopped" (refused because the turn was stopped); else
+    the text itself, for the assertion's message."""
+    if STOPPED_PHRASE in text:
+        return "stopped"
+    if "CRITICAL" in text:
+        return "refused"
+    return "ran" if failure in text else text
+
+
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliett",
+]
+
+
+def unclosed_prints(count_file: Path, names: list[str]) -> list[str]:
+    """``python3 -c "print(NAME"``: a SyntaxError that quotes the call's own source, per name."""
+    return [f'echo run >> {count_file}; python3 -c "print({name}"' for name in names]
+
+
+def missing_files(count_file: Path, calls: int = SAME_FAILURE_CALLS) -> list[str]:
+    """``sed -n 1,10p nofileN``: ``sed: can't read nofileN: No such file or directory``."""
+    return [f"echo run >> {count_file}; sed -n 1,10p nofile{n}" for n in range(1, calls + 1)]
+
+
+SAME_FAILURES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
+    "numbers": (
+        lambda count: unclosed_prints(count, [str(n) for n in range(1, 11)]),
+        "SyntaxError",
+    ),
+    "words": (lambda count: unclosed_prints(count, WORDS), "SyntaxError"),  # no digit to mask
+    "missing-files": (missing_files, "No such file or directory"),
+}
+"""The scenarios of varied calls failing the same way: name → (the commands, given the count
+file; what each one's real output says)."""
+
+EMAIL_SENT = "Email sent."
+
+
+def bulk_emails(project: Path, count_file: Path, calls: int = 30) -> list[str]:
+    """``./send_email.sh userN@example.com``: a script in the project that acknowledges every
+    address with the same line (each execution also counted in count_file)."""
+    script = project / "send_email.sh"
+    script.write_text(f'#!/bin/sh\necho "$1" >> {count_file}\necho "{EMAIL_SENT}"\n')
+    script.chmod(0o755)
+    return [f"./send_email.sh user{n}@example.com" for n in range(1, calls + 1)]

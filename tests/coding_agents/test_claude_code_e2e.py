@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import claude_argv, claude_env
+from _clis import (
+    EMAIL_SENT,
+    SAME_FAILURE,
+    SAME_FAILURE_RUNS,
+    SAME_FAILURE_WARNED,
+    SAME_FAILURES,
+    bulk_emails,
+    claude_argv,
+    claude_env,
+    same_failure_outcome,
+)
 from fake_anthropic import (
     FakeAnthropic,
     ParallelCalls,
@@ -194,6 +204,49 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
     assert not any(r.get("is_error") for r in results)
     assert "CRITICAL" not in run.seen_text() and "WARNING: You have called" not in run.seen_text()
     assert run.session_id() not in project.lw("runs", "list", "--blocked")
+
+
+@pytest.mark.parametrize("scenario", list(SAME_FAILURES))
+def test_varied_calls_failing_the_same_way_are_warned_blocked_then_stopped(
+    project: Project, tmp_path: Path, scenario: str
+) -> None:
+    """Ten different commands, each failing with the same error but for the words it quotes
+    from its own command: the 4th runs with a warning, the 5th is refused, the 6th runs, the
+    7th is refused and stops the turn (Claude Code is told every later call will be refused),
+    and no call after it runs."""
+    count = tmp_path / "count"
+    commands, failure = SAME_FAILURES[scenario]
+    project.install()
+    run = project.run(RepeatCommand(commands=commands(count), final_text="Giving up."), count)
+    assert run.executions == SAME_FAILURE_RUNS, run.explain()
+    outcomes = [same_failure_outcome(block_text(r), failure) for r in run.results()]
+    assert outcomes == SAME_FAILURE, run.explain()  # the model kept trying: 10 results
+    # the warning came with the 4th call's result, and with no result before it
+    warned = run.request_with(SAME_FAILURE_WARNED)["messages"][-1]
+    assert "WARNING:" in json.dumps(warned), run.explain()
+    before = run.request_with(SAME_FAILURE_WARNED - 1)["messages"]
+    assert "WARNING:" not in json.dumps(before), run.explain()
+    # the person at the keyboard was told of the block, then of the stop at each later call
+    shown = [m.split(":")[0] for m in project.shown_to_user(run.session_id())]
+    assert shown == [
+        "loopwarden refused a Bash call",
+        *["loopwarden stopped the turn at a Bash call"] * SAME_FAILURE.count("stopped"),
+    ], shown
+
+
+def test_thirty_emails_acknowledged_alike_all_run(project: Project, tmp_path: Path) -> None:
+    """A bulk job: 30 different calls that all succeed with the same one-line acknowledgement
+    run to the end, with no warning and no refusal."""
+    count = tmp_path / "count"
+    commands = bulk_emails(project.work, count)
+    project.install()
+    run = project.run(RepeatCommand(commands=commands), count)
+    assert run.executions == 30, run.explain()
+    results = run.results()
+    assert [block_text(r) for r in results] == [EMAIL_SENT] * 30, run.explain()
+    assert not any(r.get("is_error") for r in results)
+    assert "CRITICAL" not in run.seen_text() and "WARNING:" not in run.seen_text()
+    assert project.shown_to_user(run.session_id()) == []
 
 
 def test_with_loopwarden_uninstalled_every_call_runs(project: Project, tmp_path: Path) -> None:

@@ -28,7 +28,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import codex_argv, codex_config, codex_env
+from _clis import (
+    EMAIL_SENT,
+    SAME_FAILURE,
+    SAME_FAILURE_RUNS,
+    SAME_FAILURE_WARNED,
+    SAME_FAILURES,
+    bulk_emails,
+    codex_argv,
+    codex_config,
+    codex_env,
+    same_failure_outcome,
+)
 from fake_openai import (
     FakeOpenAI,
     ParallelCalls,
@@ -251,6 +262,43 @@ def test_twenty_five_different_commands_all_run(
     assert all(f"step {i} done" in out for i, out in enumerate(outputs)), run.explain()
     seen = run.seen_text()
     assert CODEX_DENIED not in seen and "CRITICAL" not in seen and "WARNING: You have" not in seen
+
+
+@pytest.mark.parametrize("scenario", list(SAME_FAILURES))
+def test_varied_calls_failing_the_same_way_are_warned_blocked_then_stopped(
+    codex_run: Callable[..., Run], tmp_path: Path, scenario: str
+) -> None:
+    """Ten different commands, each failing with the same error but for the words it quotes
+    from its own command (Codex's hook payload has no exit code: the hook reads it from the
+    rollout): the 4th runs with a warning, the 5th is refused, the 6th runs, the 7th is refused
+    and stops the turn, and every later call is refused with the stop's reason."""
+    count = tmp_path / "count"
+    commands, failure = SAME_FAILURES[scenario]
+    run = codex_run(RepeatCommand(commands=commands(count), final_text="Giving up."), count, [])
+    assert run.executions == SAME_FAILURE_RUNS, run.explain()
+    outcomes = [same_failure_outcome(out, failure) for out in run.outputs()]
+    assert outcomes == SAME_FAILURE, run.explain()  # the model kept trying: 10 outputs
+    refused = [out for out in run.outputs() if "CRITICAL" in out]
+    assert all(out.startswith(CODEX_DENIED) for out in refused), run.explain()
+    # the warning: a developer message with the 4th call's output, none before it
+    assert "WARNING:" in _developer_text(run.request_with(SAME_FAILURE_WARNED)), run.explain()
+    before = run.request_with(SAME_FAILURE_WARNED - 1)
+    assert "WARNING:" not in _developer_text(before), run.explain()
+
+
+def test_thirty_emails_acknowledged_alike_all_run(
+    codex_run: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A bulk job: 30 different calls that all succeed with the same one-line acknowledgement
+    run to the end, with no warning and no refusal."""
+    count = tmp_path / "count"
+    commands = bulk_emails(tmp_path / "work", count)
+    run = codex_run(RepeatCommand(commands=commands), count, [])
+    assert run.executions == 30, run.explain()
+    outputs = run.outputs()
+    assert len(outputs) == 30 and all(EMAIL_SENT in out for out in outputs), run.explain()
+    seen = run.seen_text()
+    assert CODEX_DENIED not in seen and "CRITICAL" not in seen and "WARNING:" not in seen
 
 
 def test_loop_that_survives_auto_compaction_is_stopped_by_the_post_compaction_guard(

@@ -20,7 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _clis import GEMINI_USER_SETTINGS, gemini_argv, gemini_env
+from _clis import (
+    EMAIL_SENT,
+    GEMINI_USER_SETTINGS,
+    SAME_FAILURE,
+    SAME_FAILURE_RUNS,
+    SAME_FAILURE_WARNED,
+    SAME_FAILURES,
+    bulk_emails,
+    gemini_argv,
+    gemini_env,
+    same_failure_outcome,
+)
 from fake_gemini import (
     FakeGemini,
     RepeatCommand,
@@ -224,6 +235,46 @@ def test_twenty_five_different_commands_all_run(project: Project, tmp_path: Path
         output(r) for r in results
     ]
     assert not run.saw("CRITICAL") and not run.saw("WARNING")
+
+
+@pytest.mark.parametrize("scenario", list(SAME_FAILURES))
+def test_varied_calls_failing_the_same_way_are_warned_blocked_then_stopped(
+    project: Project, tmp_path: Path, scenario: str
+) -> None:
+    """Ten different commands, each failing with the same error but for the words it quotes
+    from its own command: the 4th runs with the warning appended to its result, the 5th is
+    refused, the 6th runs, the 7th is refused and ends the run (Gemini CLI honours a hook's
+    stop), so no later call is even asked for."""
+    count = tmp_path / "count"
+    commands, failure = SAME_FAILURES[scenario]
+    project.install([])
+    run = project.run(shell_commands(commands(count)), count)
+    assert run.executions == SAME_FAILURE_RUNS, run.explain()
+    stop = SAME_FAILURE.index("stopped")  # the calls before the one that ends the run
+    results = [output(r) for r in run.results()]
+    outcomes = [same_failure_outcome(text, failure) for text in results]
+    assert outcomes == SAME_FAILURE[:stop], run.explain()
+    assert all(text.startswith(DENIED) for text in results if "CRITICAL" in text), results
+    assert STOPPED in run.stderr, run.explain()
+    assert "Hook system message: loopwarden stopped the turn at" in run.stderr, run.explain()
+    warned = ["WARNING:" in text for text in results[:SAME_FAILURE_WARNED]]
+    assert warned == [False] * (SAME_FAILURE_WARNED - 1) + [True], results
+    [record] = project.blocked_runs()
+    assert (record["blocks"], record["stops"]) == (1, 1), record
+
+
+def test_thirty_emails_acknowledged_alike_all_run(project: Project, tmp_path: Path) -> None:
+    """A bulk job: 30 different calls that all succeed with the same one-line acknowledgement
+    run to the end, with no warning and no refusal."""
+    count = tmp_path / "count"
+    commands = bulk_emails(project.work, count)
+    project.install([])
+    run = project.run(shell_commands(commands), count)
+    assert run.executions == 30, run.explain()
+    results = [output(r) for r in run.results()]
+    assert len(results) == 30 and all(EMAIL_SENT in text for text in results), results
+    assert not run.saw("CRITICAL") and not run.saw("WARNING")
+    assert project.blocked_runs() == []
 
 
 def test_concurrent_hooks_lose_no_call(project: Project, tmp_path: Path) -> None:

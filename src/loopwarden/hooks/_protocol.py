@@ -56,7 +56,8 @@ class HookEvent:
     tool_call_id: str | None = None
     result: Any = UNDEFINED
     error: Any = None
-    failed: bool | None = None
+    failed: bool | None = None  # known failure, known success, or None: the guard decides
+    transcript: str | None = None  # the CLI's session file, where it says more than the payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,20 @@ _KINDS: dict[str, dict[str, EventKind]] = {
 
 # Gemini CLI's shell output names the process group, a new number every call.
 _GEMINI_VOLATILE = re.compile(r"^Process Group PGID: \d+\n?", re.MULTILINE)
+# What Gemini CLI 0.61's run_shell_command puts after a command's output, in this order, each
+# line only when it applies: "Error: …" (could not start), "Exit Code: N" (only when N is not
+# 0), "Signal: …", "Background PIDs: …", "Process Group PGID: N"; the whole wrapped in
+# <untrusted_context>. Read at the end only: the command's own output comes before them (its
+# last line could pass for one, which no real failure text does).
+_GEMINI_TRAILER = re.compile(
+    r"(?:^Exit Code: (?P<code>-?\d+)\n)?(?:^(?P<signal>Signal): [^\n]*\n)?"
+    r"(?:^Background PIDs: [^\n]*\n)?(?:^Process Group PGID: \d+\n)?"
+    r"(?:</untrusted_context>\n?)?\Z",
+    re.MULTILINE,
+)
+_TRAILER_CHARS = 4096
+# A command Gemini CLI ended (its timeout, or the user) reports this instead of an output.
+_GEMINI_CANCELLED = re.compile(r"\A(?:<untrusted_context>\n)?Command was (?:automatically )?cancel")
 
 
 def parse_event(agent: str, payload: object) -> HookEvent:
@@ -123,8 +138,20 @@ def parse_event(agent: str, payload: object) -> HookEvent:
     if kind == "before":
         return HookEvent(name, kind, session_id, run_id, subagent, tool, params, call_id)
     result, error, failed = _outcome(agent, name, payload)
+    transcript = _text(payload, "transcript_path") or None
     return HookEvent(
-        name, kind, session_id, run_id, subagent, tool, params, call_id, result, error, failed
+        name,
+        kind,
+        session_id,
+        run_id,
+        subagent,
+        tool,
+        params,
+        call_id,
+        result,
+        error,
+        failed,
+        transcript,
     )
 
 
@@ -167,6 +194,11 @@ def _outcome(agent: str, name: str, payload: Mapping[str, Any]) -> tuple[Any, An
     A CLI's tool response becomes the text a model would see, wrapped as a tool result: the
     outcome hash of a bare dict reads only its ``details`` and ``content``, which these
     responses do not have, so every response would otherwise look the same.
+
+    ``failed`` is the strongest signal the payload has. Claude Code sends a failed call (a
+    non-zero exit included) as ``PostToolUseFailure``, so its ``PostToolUse`` is a success.
+    Gemini CLI's shell output says a non-zero exit code in a line of its own. Codex's payload
+    has no exit code: ``None`` here (the hook reads it from the rollout, ``_codex_exit``).
     """
     if name == "PostToolUseFailure":  # Claude Code: a failed call carries only its error text
         return UNDEFINED, str(payload.get("error") or "tool call failed"), True
@@ -175,9 +207,24 @@ def _outcome(agent: str, name: str, payload: Mapping[str, Any]) -> tuple[Any, An
         error = response.get("error")
         if error:
             return UNDEFINED, _as_text(error), True
-        text = _GEMINI_VOLATILE.sub("", _as_text(response.get("llmContent", response)))
-        return _text_result(text), None, None
-    return _text_result(_as_text(response)), None, None
+        raw = _as_text(response.get("llmContent", response))
+        text = _GEMINI_VOLATILE.sub("", raw)
+        failed = _shell_failed(raw) if payload.get("tool_name") == "run_shell_command" else None
+        return _text_result(text), None, failed
+    known = False if agent == "claude-code" else None
+    return _text_result(_as_text(response)), None, known
+
+
+def _shell_failed(text: str) -> bool:
+    """Whether Gemini CLI's ``run_shell_command`` output reports a failure: a non-zero exit
+    code, a signal, or a command it cancelled."""
+    end = text[-_TRAILER_CHARS:]  # the trailer is a few short lines: a huge output is not scanned
+    if len(text) > _TRAILER_CHARS:
+        end = end.partition("\n")[2]  # from a line's start
+    trailer = _GEMINI_TRAILER.search(end.removesuffix("\n") + "\n")
+    if trailer is not None and (trailer["signal"] or (trailer["code"] or "0") != "0"):
+        return True
+    return _GEMINI_CANCELLED.match(text) is not None
 
 
 def _as_text(value: object) -> str:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from loopwarden.core.canonical import hash_tool_call
 from loopwarden.core.config import ResolvedConfig
 from loopwarden.events import LoopEvent
 from loopwarden.guard import Decision, LoopGuard
+from loopwarden.hooks._codex_exit import command_failed
 from loopwarden.hooks._protocol import (
     SILENT,
     Answer,
@@ -127,6 +128,7 @@ class HookRunner:
     def handle(self, event: HookEvent) -> Answer:
         """Apply one event atomically, then write the run records; returns the CLI's answer."""
         key = f"{self.agent}:{event.session_id}"
+        event = self._with_exit_status(event)  # a file read: before the state's lock is taken
         with self.store.transaction() as conn:
             session = _load(conn, key)
             outcome = self._apply(key, session, event)
@@ -136,6 +138,15 @@ class HookRunner:
                 self.store.sweep()
         self._record(key, outcome)
         return outcome.answer
+
+    def _with_exit_status(self, event: HookEvent) -> HookEvent:
+        """Codex: whether a shell command failed, from its rollout (its payload does not say)."""
+        if not (self.agent == "codex" and event.kind == "after" and event.failed is None):
+            return event
+        if event.tool != "Bash" or not event.transcript or not event.tool_call_id:
+            return event
+        failed = command_failed(event.transcript, event.tool_call_id, event.run_id)
+        return event if failed is None else replace(event, failed=failed)
 
     # -- one event -------------------------------------------------------------------------
 
