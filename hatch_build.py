@@ -38,6 +38,7 @@ COMPILED = [
     "src/loopwarden/core/_engine.py",
     "src/loopwarden/core/canonical.py",
     "src/loopwarden/core/detectors.py",
+    "src/loopwarden/core/failures.py",
     "src/loopwarden/core/history.py",
     "src/loopwarden/core/outcome.py",
     # The guard's decision about each call: compiled, the shell's share of a call runs native

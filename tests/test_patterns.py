@@ -5,6 +5,7 @@ from __future__ import annotations
 import loopwarden as lw
 from loopwarden.core.config import ResolvedConfig
 from loopwarden.core.detectors import NOT_STUCK, Verdict
+from loopwarden.core.failures import is_failure
 from loopwarden.core.patterns import (
     LAST_CHANCE_PREFIX,
     SILENT_RESULT,
@@ -15,7 +16,6 @@ from loopwarden.core.patterns import (
     cycle,
     detector_limits,
     is_edit_call,
-    is_failure,
     is_silent,
     mask_numbers,
     next_error_streak,

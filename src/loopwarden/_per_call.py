@@ -92,8 +92,11 @@ class GuardCalls:
         """Record a call's outcome; returns ``stop`` when a loop survived compaction (§7).
 
         ``failed`` says whether the call failed when the runtime knows (a tool message with an
-        error status, an exit code): only the repeated-error detector reads it; when it is None
-        the outcome itself is read for signs of failure. ``batch``: the one the call was
+        error status, an exit code): ``True`` a failure, ``False`` a success that no failure
+        text in the result overrides; when it is None the outcome itself is read for signs of
+        failure (``core/failures.py``). The recommended profile's same-outcome and
+        repeated-error detectors read it: the same failure across varied calls is a loop, the
+        same success is not. ``batch``: the one the call was
         decided in, when known (an outcome of an older batch then leaves the current one's
         count of calls in flight alone).
         """

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from pydantic.functional_validators import BeforeValidator
 
-from loopwarden.core.volatile import validate_patterns
+from loopwarden.core.volatile import pattern_problem, validate_patterns
 
 
 def _strict_positive(value: object) -> object:
@@ -42,10 +42,21 @@ class _Detectors(_Strict):
     sameOutcome: StrictBool | None = None
 
 
+def _runnable_pattern(value: object) -> object:
+    problem = pattern_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+_Pattern = Annotated[str, BeforeValidator(_runnable_pattern)]
+
+
 class _ToolPolicy(_Strict):
     poll: StrictBool | None = None
     exempt: StrictBool | None = None
     readOnly: StrictBool | None = None
+    failurePattern: _Pattern | None = None
     warningThreshold: _PositiveInt | None = None
     criticalThreshold: _PositiveInt | None = None
     consecutiveWarningThreshold: _PositiveInt | None = None

@@ -104,11 +104,15 @@ class ToolPolicy:
 
     ``read_only``: repeating the tool changes nothing, so the warnings that count repeats
     whatever their results count only repeats that made no progress; blocks are unchanged.
+    ``failure_pattern``: how the tool's failures look when it has no structured signal (a
+    regular expression, run by RE2, searched in the result's text: a match is a failure, no
+    match a success), instead of loopwarden's general failure text rules.
     """
 
     poll: bool = False
     exempt: bool = False
     read_only: bool = False
+    failure_pattern: str | None = None
     warning_threshold: int | None = None
     critical_threshold: int | None = None
     consecutive_warning_threshold: int | None = None
@@ -134,6 +138,8 @@ class ToolPolicy:
         ):
             if value:
                 out[key] = True
+        if self.failure_pattern is not None:
+            out["failurePattern"] = self.failure_pattern
         for key, number in (
             ("warningThreshold", self.warning_threshold),
             ("criticalThreshold", self.critical_threshold),
@@ -398,6 +404,7 @@ def _resolve_policy(raw: object) -> ToolPolicy | None:
         poll=raw.get("poll") is True,
         exempt=raw.get("exempt") is True,
         read_only=raw.get("readOnly") is True,
+        failure_pattern=_resolve_failure_pattern(raw.get("failurePattern")),
         warning_threshold=_positive_int(raw.get("warningThreshold"), 0) or None,
         critical_threshold=_positive_int(raw.get("criticalThreshold"), 0) or None,
         consecutive_warning_threshold=_positive_int(raw.get("consecutiveWarningThreshold"), 0)
@@ -405,6 +412,16 @@ def _resolve_policy(raw: object) -> ToolPolicy | None:
         consecutive_critical_threshold=_positive_int(raw.get("consecutiveCriticalThreshold"), 0)
         or None,
     )
+
+
+def _resolve_failure_pattern(pattern: object) -> str | None:
+    """A valid ``failurePattern``; an invalid one is dropped (and logged), never run."""
+    if pattern is None:
+        return None
+    from loopwarden.core.volatile import safe_patterns
+
+    kept = safe_patterns([pattern], f"{BLOCK_PATH}.toolPolicies.*.failurePattern")
+    return kept[0] if kept else None
 
 
 def _resolve_extensions(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -548,6 +565,14 @@ def _plain_object(checks: Mapping[str, _Check], *, nullable: bool = True) -> _Ch
     return check
 
 
+def _plain_pattern(value: object) -> bool:
+    if type(value) is not str:
+        return False
+    from loopwarden.core.volatile import pattern_problem
+
+    return pattern_problem(value) is None
+
+
 def _plain_patterns(value: object) -> bool:
     if value is None:
         return True
@@ -563,6 +588,7 @@ _PLAIN_POLICY = _plain_object(
         "poll": _plain_bool,
         "exempt": _plain_bool,
         "readOnly": _plain_bool,
+        "failurePattern": _plain_pattern,
         "warningThreshold": _plain_int(1),
         "criticalThreshold": _plain_int(1),
         "consecutiveWarningThreshold": _plain_int(1),

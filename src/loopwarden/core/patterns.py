@@ -17,6 +17,15 @@ from typing import Any, NamedTuple
 from loopwarden.core.canonical import UNDEFINED, _hash_keyed, digest_stable, stable_stringify
 from loopwarden.core.config import ResolvedConfig
 from loopwarden.core.detectors import NOT_STUCK, Level, Verdict
+from loopwarden.core.failures import (
+    FAILURE,
+    FAILURE_KEY_PREFIX,
+    SUCCESS,
+    is_acknowledgement,
+    outcome_kind,
+    same_failure,
+    text_of,
+)
 from loopwarden.core.history import VETO_HASH
 from loopwarden.core.tool_call import ToolCallRecord
 
@@ -261,39 +270,6 @@ def cycle(
 # ---------------------------------------------------------------------------------------------
 # Repeated error: one tool failing the same way, whatever the arguments.
 
-_NONZERO_RETURNCODE = re.compile(r"^\s*<returncode>\s*-?[1-9]\d*\s*</returncode>")
-# Shell and runtime failure lines, as SWE-agent style observations show them (no exit code).
-_FAILURE_TEXT = re.compile(
-    r"^(?:(?:error|fatal)\b|traceback \(most recent call last\))"
-    r"|: command not found$|: no such file or directory$|: permission denied$",
-    re.IGNORECASE | re.MULTILINE,
-)
-
-
-def is_failure(result: Any, error: Any) -> bool:
-    """Whether an outcome is a failure: an error, or a result that says it failed.
-
-    Results say so by ``isError``, an exec-style ``details.status`` of failed/error/timeout or a
-    non-zero ``details.exitCode``, a mini-swe-agent observation with a non-zero
-    ``<returncode>``, or a text with a line that reads as a failure (starts with ``Error``,
-    ``fatal`` or a traceback, or ends with ``command not found``, ``No such file or directory``,
-    ``Permission denied``).
-    """
-    if error is not None and error is not UNDEFINED:
-        return True
-    if isinstance(result, str):
-        return bool(_NONZERO_RETURNCODE.match(result) or _FAILURE_TEXT.search(result))
-    if not _is_mapping(result):
-        return False
-    if result.get("isError") is True:
-        return True
-    details = result.get("details")
-    if not _is_mapping(details):
-        return False
-    exit_code = details.get("exitCode")
-    nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
-    return details.get("status") in ("failed", "error", "timeout") or nonzero
-
 
 @dataclass(frozen=True, init=False)
 class ErrorStreak:
@@ -493,98 +469,28 @@ def comparable_outcome(tool: str, params: Any, result: Any, failed: bool) -> Any
 # not change) gets one result back again and again, and an exact comparison of the calls never
 # sees a repeat. The stretch is followed one recorded outcome at a time (O(1) per outcome).
 
-# An output that says nothing whatever the exit status (grep finding no match returns 1).
-_EMPTY_TEXT = re.compile(
-    r"\s*(?:<returncode>\s*-?\d+\s*</returncode>\s*<output>\s*</output>"
-    r"|Your command ran successfully and did not produce any output\.?)?\s*"
-)
-# Tools that write a file whole (an edit tool is named by ``is_edit_call``).
-_WRITE_TOOLS = frozenset({"write", "Write", "write_file", "create_file", "WriteFile"})
-# A write's acknowledgement: a line or two that says it worked ("Successfully modified file:
-# x.py (1 replacements).", "Success. Updated the following files:\nM x.py"), not what the file
-# now holds. Five edits of one file in a row all read alike, and that is progress.
-_ACK_MAX_CHARS = 300
-_ACK_MAX_LINES = 3
 _EXCERPT_CHARS = 80
 _OUTPUT_TAGS = re.compile(r"<returncode>[^<]*</returncode>|</?(?:output|warning)>")
-
-
-def _text_of(result: Any) -> str | None:
-    """The text a result shows: a string, or its content items' text (else None)."""
-    if isinstance(result, str):
-        return result
-    if not _is_mapping(result):
-        return None
-    content = result.get("content")
-    if not isinstance(content, list):
-        return None
-    texts = [
-        item["text"] for item in content if _is_mapping(item) and isinstance(item.get("text"), str)
-    ]
-    return "\n".join(texts)
-
-
-# The longest text an empty output can be without padding (the empty shell wrapper).
-_EMPTY_MAX_CORE = 96
-
-
-def _empty_text(text: str) -> bool:
-    # Padding is whitespace: a long text that neither starts nor ends with it is no wrapper.
-    if len(text) > _EMPTY_MAX_CORE and not (text[0].isspace() or text[-1].isspace()):
-        return False
-    return _EMPTY_TEXT.fullmatch(text) is not None
-
-
-def _says_nothing(result: Any) -> bool:
-    """No output at all, whatever the exit status: empty, blank, or an empty shell wrapper."""
-    kind = type(result)
-    if kind is str:
-        return _empty_text(result)
-    if result is None or (kind in (list, tuple, dict) and not result):
-        return True
-    if not _is_mapping(result):
-        return isinstance(result, str) and _empty_text(result)
-    if not result or result.get("structuredContent"):
-        return not result
-    details = result.get("details")
-    if _is_mapping(details) and details.get("aggregated"):
-        return False
-    content = result.get("content")
-    return isinstance(content, list) and all(
-        not _is_mapping(item) or not isinstance(item.get("text"), str) or _empty_text(item["text"])
-        for item in content
-    )
-
-
-_SAYS_IT_WORKED = re.compile(
-    r"(?i)\b(?:success\w*|updated|created|modified|wrote|written|saved|applied|replaced|edited"
-    r"|deleted|done|ok)\b"
-)
-
-
-def _is_acknowledgement(tool: str, params: Any, result: Any) -> bool:
-    if tool not in _WRITE_TOOLS and not is_edit_call(tool, params):
-        return False
-    text = _text_of(result)
-    return (
-        text is not None
-        and len(text) <= _ACK_MAX_CHARS
-        and text.count("\n") < _ACK_MAX_LINES
-        and _SAYS_IT_WORKED.search(text) is not None
-    )
 
 
 def forms_stretch(tool: str, params: Any, result: Any, error: Any, failed: bool) -> bool:
     """Whether an outcome can be part of a same-outcome stretch: it must say something.
 
     Left out: no output at all (a silent success, a search with no match, an empty list), and
-    a write's short acknowledgement that it worked. ``result``/``error`` as they are hashed.
+    a success that only acknowledges (a line or two, whatever the tool: "Email sent.",
+    "Successfully modified file: x.py (1 replacements)."): many distinct calls answered alike
+    is bulk work. ``result``/``error`` as they are hashed; ``tool`` and ``params`` are not
+    asked (no tool name decides it).
     """
     if error is not None and error is not UNDEFINED:
         return not (isinstance(error, str) and not error.strip())
-    if result is UNDEFINED or result == SILENT_RESULT or _says_nothing(result):
-        return False
-    return failed or not _is_acknowledgement(tool, params, result)
+    kind = outcome_kind(result, error, failed)
+    return kind == FAILURE or (kind == SUCCESS and not is_acknowledgement(result))
+
+
+def is_failure_stretch(streak: OutcomeStreak) -> bool:
+    """Whether a stretch's outcome is a failure (its key is a ``failure_key``)."""
+    return streak.result_hash.startswith(FAILURE_KEY_PREFIX)
 
 
 # The keys an outcome hash reads from a result object; any other key (a plain JSON object
@@ -606,7 +512,7 @@ def stretch_key(result: Any, result_hash: str) -> str:
 def outcome_excerpt(result: Any, error: Any) -> str:
     """The first line that says something, shortened: how a message names an outcome."""
     value = error if error is not None and error is not UNDEFINED else result
-    text = _text_of(value)
+    text = text_of(value)
     if text is None:
         text = value if isinstance(value, str) else stable_stringify(value)[: 4 * _EXCERPT_CHARS]
     for line in _OUTPUT_TAGS.sub("\n", text[: 16 * _EXCERPT_CHARS]).splitlines():
@@ -674,7 +580,7 @@ def next_outcome_streak(
     tool, signature = call
     if key is None:
         return None
-    if streak is None or streak.result_hash != key:
+    if streak is None or not same_failure(streak.result_hash, key):
         if threshold > 2:
             return _outcome_streak(key, 1, signature, False, (tool,), "", 0, False)
         streak = _outcome_streak(key, 0, signature, False, (tool,), "", 0, False)
@@ -685,7 +591,7 @@ def next_outcome_streak(
             return _outcome_streak(key, length, streak.first_signature, False, (), "", 0, True)
     if streak.mute:
         return _outcome_streak(
-            streak.result_hash,
+            key,
             length,
             streak.first_signature,
             streak.varied,
@@ -719,6 +625,10 @@ def presumed_outcome_streak(
     for record in presumed:
         if streak is None or streak.mute or record.result_hash != streak.result_hash:
             return None if streak is None or not streak.mute else streak
+        if streak.length < 2:
+            # Whether the outcome says anything is asked at the stretch's 2nd real outcome
+            # (next_outcome_streak); a presumed one cannot tell, so it does not extend it.
+            return streak
         tools = streak.tools
         if record.tool_name not in tools and len(tools) < _MAX_STREAK_TOOLS:
             tools = (*tools, record.tool_name)
@@ -901,16 +811,31 @@ def _same_outcome_verdict(
     n = streak.length
     named = f'{SAME_OUTCOME_NAMED}"{streak.excerpt}"' if streak.excerpt else ""
     key = f"same-outcome:{streak.first_signature}:{streak.result_hash}"
+    if not is_failure_stretch(streak):
+        # The same success from distinct calls never blocks: at most one warning, for a
+        # result that says more than an acknowledgement (an unchanged file window).
+        if n != threshold - 1 or streak.blocked_at:
+            return NOT_STUCK
+        return Verdict(
+            True,
+            "warning",
+            "same_outcome",
+            n,
+            f"WARNING: The last {n} calls got the same result, though not all of them were the "
+            "same call. If that result is not what you are after, changing the arguments has "
+            "not helped: change your approach." + named,
+            None,
+            LAST_CHANCE_PREFIX + key,
+        )
     if n >= threshold and n > streak.blocked_at:
         return Verdict(
             True,
             "critical",
             "same_outcome",
             n,
-            f"CRITICAL: The last {n} calls got the same result, though not all of them were "
-            "the same call: changing the arguments has not helped, so this call was blocked. "
-            "Change your approach (find out why it fails, or do it another way), or report the "
-            "task as failed." + named,
+            f"CRITICAL: The last {n} calls failed the same way, though not all of them were "
+            f"the same call: changing the arguments has not helped, {BLOCKED_CLAUSE}. Find out "
+            "why it fails and do it another way, or report the task as failed." + named,
             None,
             key,
         )
@@ -920,9 +845,10 @@ def _same_outcome_verdict(
             "warning",
             "same_outcome",
             n,
-            f"WARNING: The last {n} calls got the same result, though not all of them were the "
-            "same call: changing the arguments has not helped. If this call gets it again, the "
-            "next one will be blocked: change your approach or report the task as failed." + named,
+            f"WARNING: The last {n} calls failed the same way, though not all of them were the "
+            "same call: changing the arguments has not helped. If this call fails so again, the "
+            "next one will be blocked: find out why it fails, or report the task as failed."
+            + named,
             None,
             LAST_CHANCE_PREFIX + key,  # given once per stretch, like the last-chance warning
         )

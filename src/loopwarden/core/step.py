@@ -24,6 +24,7 @@ from loopwarden.core.config import ResolvedConfig
 from loopwarden.core.detectors import NOT_STUCK, Verdict, detect, is_known_poll
 from loopwarden.core.errors import LoopStoppedError
 from loopwarden.core.events import Action, EventType, LoopEvent
+from loopwarden.core.failures import compiled_pattern, failure_key, is_failure
 from loopwarden.core.history import (
     call_signature,
     keep_run,
@@ -41,7 +42,6 @@ from loopwarden.core.patterns import (
     blocked_streak,
     comparable_outcome,
     detector_limits,
-    is_failure,
     next_call_streak,
     next_error_streak,
     next_outcome_streak,
@@ -489,14 +489,15 @@ def _after(
     if in_flight is not None and batch in (None, in_flight.batch):
         signature = call_signature(state, tool, params)
         in_flight.done(signature)
-    result, error, failed = outcome
-    if failed is None:
-        failed = (judge.follows_errors or judge.follows_outcomes) and is_failure(result, error)
+    result, error, said = outcome
+    failed = False
+    if judge.follows_errors or judge.follows_outcomes:
+        failed = is_failure(result, error, said, _failure_pattern(judge, tool))
     normalizer = judge.normalizer
     if normalizer is not None:
         result, error = normalizer.normalize(result), _normalize_error(normalizer, error)
         if error is None:
-            result = comparable_outcome(tool, params, result, failed is True)
+            result = comparable_outcome(tool, params, result, failed)
     record = record_outcome(
         state,
         tool,
@@ -572,11 +573,13 @@ def _follow_stretch(
         return
     tool, params = call
     result, error, failed = outcome
+    error = UNDEFINED if error is None else error
+    key = failure_key(result, error, params) if failed else stretch_key(result, hashed)
     stretch = next_outcome_streak(
         stretches.get(run),
         (tool, record.args_hash),
-        stretch_key(result, hashed),
-        (params, result, UNDEFINED if error is None else error, failed),
+        key,
+        (params, result, error, failed),
         judge.config.same_outcome_threshold,
     )
     if stretch is None:
@@ -585,6 +588,16 @@ def _follow_stretch(
         stretches[run] = stretch
     else:
         _keep_run(session, stretches, run, stretch)
+
+
+def _failure_pattern(judge: Judge, tool: str) -> Any:
+    """The tool's compiled ``failurePattern`` (``toolPolicies``), or None."""
+    if not judge.has_policies:
+        return None
+    policy = judge.config.policy(tool)
+    if policy is None or policy.failure_pattern is None:
+        return None
+    return compiled_pattern(policy.failure_pattern)
 
 
 def _normalize_error(normalizer: VolatileNormalizer, error: Any) -> Any:
