@@ -454,3 +454,83 @@ def test_a_call_refused_after_a_stop_says_which_tool_looped(tmp_path: Path) -> N
     assert f"This call to {TIME} was not run" in refused
     assert f"after a loop on {WEATHER}" in refused
     assert "every further tool call" in refused
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection v4: a failure (a tool result with is_error, which Claude Code reports to
+# PostToolUseFailure) that comes back across varied calls is blocked; one acknowledgement for
+# varied calls never is.
+
+FORECAST, NOTE = "mcp__forecasts__get_forecast", "mcp__forecasts__save_note"
+CITIES = [f"City-{n}" for n in range(12)]
+
+
+class Forecasts:
+    """A forecast tool whose upstream is down and a note tool that acknowledges every note
+    alike; both count their real executions."""
+
+    def __init__(self) -> None:
+        self.executions = 0
+
+        @tool("get_forecast", "Tomorrow's forecast for a city.", {"city": str})
+        async def get_forecast(args: dict[str, Any]) -> dict[str, Any]:
+            self.executions += 1
+            failure = _text(f"No forecast for {args['city']}: upstream answered 503.")
+            return {**failure, "is_error": True}
+
+        @tool("save_note", "Save a note.", {"note": str})
+        async def save_note(args: dict[str, Any]) -> dict[str, Any]:
+            self.executions += 1
+            return _text("Saved.")
+
+        self.server = create_sdk_mcp_server("forecasts", tools=[get_forecast, save_note])
+
+
+async def forecast_run(guard: LoopGuard, model: Model, home: Path) -> tuple[Forecasts, Run]:
+    tools = Forecasts()
+    home.mkdir(parents=True, exist_ok=True)
+    with FakeAnthropic(model) as server:
+        base = ClaudeAgentOptions(
+            cli_path=str(CLAUDE),
+            cwd=str(home),
+            env=claude_env(home) | {"ANTHROPIC_BASE_URL": server.url},
+            mcp_servers={"forecasts": tools.server},
+            allowed_tools=[FORECAST, NOTE],
+            permission_mode="bypassPermissions",
+            setting_sources=[],
+            max_turns=20,
+        )
+        result = None
+        async for message in query(prompt="forecasts?", options=guard_options(base, guard)):
+            if isinstance(message, ResultMessage):
+                result = message
+        assert not server.errors, server.errors
+    return tools, Run(server, model, Tools(), result)
+
+
+def test_a_failure_across_distinct_calls_is_blocked_at_the_5th_and_stopped_at_the_7th(
+    tmp_path: Path,
+) -> None:
+    guard = LoopGuard()  # the recommended profile
+    seen = events_of(guard)
+    model = Model([[(FORECAST, {"city": CITIES[n]})] for n in range(8)])
+
+    tools, done = asyncio.run(forecast_run(guard, model, tmp_path))
+
+    assert [e.action for e in seen] == ["warn", "block", "stop"]
+    assert tools.executions == 5  # the 5th was refused, the 7th stopped the turn
+    texts = done.texts()
+    assert [t.startswith("No forecast for City-") for t in texts[:4]] == [True] * 4
+    assert "CRITICAL" in texts[4] and texts[5].startswith("No forecast for City-5")
+    assert "CRITICAL" in texts[6] and "every further tool call" in texts[6]
+
+
+def test_one_acknowledgement_for_distinct_calls_is_never_blocked(tmp_path: Path) -> None:
+    guard = LoopGuard()
+    seen = events_of(guard)
+    model = Model([[(NOTE, {"note": CITIES[n]})] for n in range(12)])
+
+    tools, done = asyncio.run(forecast_run(guard, model, tmp_path))
+
+    assert seen == []
+    assert tools.executions == 12 and done.texts() == ["Saved."] * 12

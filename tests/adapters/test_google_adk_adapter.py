@@ -478,3 +478,87 @@ def test_a_batch_is_decided_the_same_whatever_order_its_outcomes_come_in() -> No
     assert runs[0.05] == runs[None], runs
     _, turns, events = runs[None]
     assert events[-1][0] == "stop" and turns < 12
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection v4: a tool that reports a failure the ADK way ({"status": "error", ...}; raising
+# ends the run) reaches the guard as a failure; "status": "success" as a success.
+
+CITIES = [f"City-{n}" for n in range(12)]
+# Only the repeated-error detector: failures with one outcome, whatever the arguments, block
+# the 4th call. It reads the failure flag alone, so it shows what reached the guard.
+REPEATED_ERROR = {
+    "enabled": True,
+    "detectors": {"repeatedError": True},
+    "repeatedErrorThreshold": 3,
+    "normalizeVolatile": True,
+}
+
+
+class Forecasts:
+    """A forecast tool whose upstream is down (an ADK-style error answer) and a note tool that
+    acknowledges every note alike; both count their real executions."""
+
+    def __init__(self, quoting: bool = True) -> None:
+        self.executions = 0
+
+        def get_forecast(city: str) -> dict[str, Any]:
+            """Tomorrow's forecast for a city."""
+            self.executions += 1
+            where = f" for {city}" if quoting else ""
+            return {"status": "error", "error_message": f"No forecast{where}: upstream is down."}
+
+        def save_note(note: str) -> dict[str, Any]:
+            """Save a note."""
+            self.executions += 1
+            return {"status": "success", "message": "Saved."}
+
+        self.tools = [get_forecast, save_note]
+
+
+def at_calls(seen: list[LoopEvent], events: list[Event]) -> list[tuple[str, int]]:
+    """(action, call number) of each loop event, numbered by the run's function calls."""
+    ids = [call.id for event in events for call in event.get_function_calls()]
+    return [(e.action, ids.index(e.tool_call_id) + 1) for e in seen]
+
+
+def forecast_run(
+    guard: LoopGuard, tool: str, key: str, count: int, quoting: bool = True
+) -> tuple[Forecasts, list[Event]]:
+    forecasts = Forecasts(quoting)
+    model = Scripted(turns=[[(tool, {key: CITIES[n]})] for n in range(count)])
+    agent = LlmAgent(name="forecaster", model=model, tools=forecasts.tools)
+    app = App(name="app", root_agent=agent, plugins=[LoopGuardPlugin(guard)])
+    _, events = asyncio.run(run(InMemoryRunner(app=app)))
+    return forecasts, events
+
+
+def test_a_failure_across_distinct_calls_is_blocked_at_the_5th_and_stopped_at_the_7th() -> None:
+    guard = LoopGuard()  # the recommended profile
+    seen = events_of(guard)
+    forecasts, events = forecast_run(guard, "get_forecast", "city", 10)
+
+    assert at_calls(seen, events) == [("warn", 4), ("block", 5), ("stop", 7)]
+    assert forecasts.executions == 5  # the 5th was refused, the 7th stopped the run
+    assert events[-1].custom_metadata is not None
+    assert events[-1].custom_metadata["loopwarden"]["action"] == "stop"
+
+
+def test_one_acknowledgement_for_distinct_calls_is_never_blocked() -> None:
+    guard = LoopGuard()
+    seen = events_of(guard)
+    forecasts, events = forecast_run(guard, "save_note", "note", 12)
+
+    assert [e.action for e in seen] == []
+    assert forecasts.executions == 12
+    assert final_text(events) == FINAL
+
+
+def test_an_error_status_reaches_the_guard_as_a_failure() -> None:
+    guard = LoopGuard(REPEATED_ERROR)
+    seen = events_of(guard)
+    forecasts, events = forecast_run(guard, "get_forecast", "city", 5, quoting=False)
+
+    assert at_calls(seen, events) == [("block", 4), ("block", 5)]
+    assert {e.detector for e in seen} == {"repeated_error"}
+    assert forecasts.executions == 3

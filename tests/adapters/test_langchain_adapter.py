@@ -342,3 +342,71 @@ def test_no_config_ends_a_loop_after_three_executions(use_async: bool) -> None:
         "detector": "consecutive_repeat",
     }
     assert final.content.startswith("CRITICAL: Called get_weather 4 times in a row")
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection v4: a failure (an error ToolMessage) that comes back across varied calls is blocked;
+# one acknowledgement for varied calls never is.
+
+CITIES = [f"City-{n}" for n in range(12)]
+
+
+def city_script(name: str, count: int, key: str = "city") -> Iterator[AIMessage]:
+    """One call per model turn with the next city; the n-th call's id is ``call-n``."""
+    for n in range(count):
+        calls = [{"name": name, "args": {key: CITIES[n]}, "id": f"call-{n + 1}"}]
+        yield AIMessage(content="", tool_calls=calls)
+    yield AIMessage(content="I give up.")
+
+
+def at_calls(events: list[LoopEvent]) -> list[tuple[str, int]]:
+    """(action, call number) of each event (the scripted call ids carry the number)."""
+    return [(e.action, int(str(e.tool_call_id).removeprefix("call-"))) for e in events]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_failure_across_distinct_calls_is_blocked_at_the_5th_and_stopped_at_the_7th(
+    use_async: bool,
+) -> None:
+    guard = LoopGuard()  # the recommended profile
+    events = events_of(guard)
+    attempts = 0
+
+    @tool
+    def get_forecast(city: str) -> str:
+        """Tomorrow's forecast for a city."""
+        nonlocal attempts
+        attempts += 1
+        raise ToolException(f"No forecast for {city}: upstream answered 503.")
+
+    get_forecast.handle_tool_error = True  # the model gets an error ToolMessage
+    model = ScriptedModel(messages=city_script("get_forecast", 10), prompts=[])
+    agent = create_agent(model, [get_forecast], middleware=[LoopGuardMiddleware(guard)])
+    request = {"messages": [HumanMessage("forecasts?")]}
+
+    result = asyncio.run(agent.ainvoke(request)) if use_async else agent.invoke(request)
+
+    assert at_calls(events) == [("warn", 4), ("block", 5), ("stop", 7)]
+    assert attempts == 5  # the 5th was refused, the 7th stopped the run
+    assert model.tool_results_seen()[0] == "No forecast for City-0: upstream answered 503."
+    assert result["messages"][-1].response_metadata["loopwarden"]["action"] == "stop"
+
+
+def test_one_acknowledgement_for_distinct_calls_is_never_blocked() -> None:
+    guard = LoopGuard()
+    events = events_of(guard)
+    saved: list[str] = []
+
+    @tool
+    def save_note(note: str) -> str:
+        """Save a note."""
+        saved.append(note)
+        return "Saved."
+
+    model = ScriptedModel(messages=city_script("save_note", 12, key="note"), prompts=[])
+    agent = create_agent(model, [save_note], middleware=[LoopGuardMiddleware(guard)])
+
+    result = agent.invoke({"messages": [HumanMessage("save them")]})
+
+    assert len(saved) == 12 and events == []
+    assert result["messages"][-1].text == "I give up."

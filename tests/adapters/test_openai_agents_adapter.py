@@ -612,3 +612,107 @@ def test_no_config_ends_a_loop_after_three_executions(usage: Usage | None) -> No
     assert weather.executions == 3
     assert len(model.calls) == 5  # three runs, a block, the retry that stops the run
     assert stopped.value.detector == "consecutive_repeat"
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection v4: a tool that raised reaches the guard as a failure (the SDK turns the exception
+# into its failure_error_function's text, which alone says nothing of a failure)
+
+CITIES = [f"City-{n}" for n in range(12)]
+# Only the repeated-error detector: failures with one outcome, whatever the arguments, block
+# the 4th call. It reads the failure flag alone, so it shows what reached the guard.
+REPEATED_ERROR = {
+    "enabled": True,
+    "detectors": {"repeatedError": True},
+    "repeatedErrorThreshold": 3,
+    "normalizeVolatile": True,
+}
+
+
+class FailingWeather:
+    """A weather tool whose upstream is down: every call raises, naming its city."""
+
+    def __init__(self, quoting: bool) -> None:
+        self.executions = 0
+
+        def failure_text(ctx: Any, error: Exception) -> str:
+            return f"Error: {error}"
+
+        def get_weather(city: str) -> str:
+            """Current weather of a city."""
+            self.executions += 1
+            raise RuntimeError(f"no forecast for {city}: upstream answered 503")
+
+        # quoting: the model reads the error (naming the city); else the SDK's default text
+        options = {"failure_error_function": failure_text} if quoting else {}
+        self.tool = function_tool(get_weather, **options)
+
+
+def city_steps(rec: Recorder, name: str, count: int, key: str = "city") -> Iterator[ModelStep]:
+    """One call per step with the next city; the n-th call's id is ``call-n``."""
+    for n in range(count):
+
+        def respond(call: ModelCall, n: int = n) -> list[Any]:
+            rec._note(call)
+            return [function_call(name, {key: CITIES[n]}, call_id=f"call-{n + 1}")]
+
+        yield ModelStep.respond(respond)
+    yield rec.final("I give up.")
+
+
+def at_calls(events: list[LoopEvent]) -> list[tuple[str, int]]:
+    """(action, call number) of each event (the scripted call ids carry the number)."""
+    return [(e.action, int(str(e.tool_call_id).removeprefix("call-"))) for e in events]
+
+
+@pytest.mark.parametrize("quoting", [True, False], ids=["error-text", "sdk-default-text"])
+def test_a_failure_across_distinct_calls_is_blocked_at_the_5th_and_stopped_at_the_7th(
+    quoting: bool,
+) -> None:
+    guard = LoopGuard()  # the recommended profile
+    events = events_of(guard)
+    rec, weather = Recorder(), FailingWeather(quoting)
+    model = ScriptedModel(city_steps(rec, "get_weather", 10))
+    agent = guard_agent(Agent(name="w", model=model, tools=[weather.tool]), guard)
+
+    with pytest.raises(AgentLoopStopped):
+        run(agent)
+
+    assert at_calls(events) == [("warn", 4), ("block", 5), ("stop", 7)]
+    assert weather.executions == 5  # the 5th was refused, the 7th stopped the run
+    if quoting:
+        assert rec.seen[0] == "Error: no forecast for City-0: upstream answered 503"
+
+
+def test_one_acknowledgement_for_distinct_calls_is_never_blocked() -> None:
+    guard = LoopGuard()
+    events = events_of(guard)
+    saved: list[str] = []
+
+    @function_tool
+    def save_note(note: str) -> str:
+        """Save a note."""
+        saved.append(note)
+        return "Saved."
+
+    rec = Recorder()
+    model = ScriptedModel(city_steps(rec, "save_note", 12, key="note"))
+    result = run(guard_agent(Agent(name="w", model=model, tools=[save_note]), guard))
+
+    assert result.final_output == "I give up."
+    assert len(saved) == 12 and rec.seen == ["Saved."] * 12
+    assert [e.action for e in events] == []
+
+
+def test_a_tool_that_raised_reaches_the_guard_as_a_failure() -> None:
+    # The SDK's default text for every failure: one outcome, failing, whatever the city.
+    guard = LoopGuard(REPEATED_ERROR)
+    events = events_of(guard)
+    rec, weather = Recorder(), FailingWeather(quoting=False)
+    model = ScriptedModel(city_steps(rec, "get_weather", 5))
+    run(guard_agent(Agent(name="w", model=model, tools=[weather.tool]), guard))
+
+    assert at_calls(events) == [("block", 4), ("block", 5)]
+    assert {e.detector for e in events} == {"repeated_error"}
+    assert weather.executions == 3
+    assert rec.seen[0] == "An error occurred while running the tool. Please try again."

@@ -63,6 +63,7 @@ class Script:
         self.compact_at = compact_at
         self.returns: list[tuple[str, str]] = []  # (outcome, text)
         self.notes: list[str] = []
+        self.ids: list[str] = []  # the tool-call ids, in call order
         self.model = FunctionModel(self._respond)
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -74,8 +75,9 @@ class Script:
         if self.made >= self.calls:
             return ModelResponse(parts=[TextPart("I give up.")])
         self.made += 1
+        self.ids.append(f"c{next(_ids)}")
         parts: list[Any] = [
-            ToolCallPart(self.tool, self.args_for(self.made), tool_call_id=f"c{next(_ids)}")
+            ToolCallPart(self.tool, self.args_for(self.made), tool_call_id=self.ids[-1])
         ]
         if self.made == self.compact_at:  # the provider compacted the conversation here
             parts.insert(0, CompactionPart(content="The user wants the weather in Paris."))
@@ -322,3 +324,63 @@ def test_no_config_ends_a_loop_after_three_executions(use_async: bool) -> None:
     assert counter["executions"] == 3
     assert script.made == 5  # three runs, a block, the retry that stops the run
     assert stopped.value.detector == "consecutive_repeat"
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection v4: a failure (ModelRetry, ToolFailed) that comes back across varied calls is
+# blocked; one acknowledgement for varied calls never is.
+
+CITIES = [f"City-{n}" for n in range(12)]
+
+
+def at_calls(script: Script, events: list[LoopEvent]) -> list[tuple[str, int]]:
+    """(action, call number) of each event."""
+    return [(e.action, script.ids.index(str(e.tool_call_id)) + 1) for e in events]
+
+
+@pytest.mark.parametrize("how", ["ModelRetry", "ToolFailed"])
+def test_a_failure_across_distinct_calls_is_blocked_at_the_5th_and_stopped_at_the_7th(
+    how: str,
+) -> None:
+    from pydantic_ai import ModelRetry
+    from pydantic_ai.exceptions import ToolFailed
+
+    guard = LoopGuard()  # the recommended profile
+    events = events_of(guard)
+    script = Script(10, args_for=lambda i: {"city": CITIES[i - 1]}, tool="get_forecast")
+    agent: Agent[None, str] = Agent(script.model, capabilities=[LoopGuardCapability(guard)])
+    attempts: list[str] = []
+
+    @agent.tool_plain(retries=10)  # ModelRetry spends the tool's retry budget
+    def get_forecast(city: str) -> str:
+        """Tomorrow's forecast for a city."""
+        attempts.append(city)
+        text = f"No forecast for {city}: upstream answered 503."
+        raise ModelRetry(text) if how == "ModelRetry" else ToolFailed(text)
+
+    with pytest.raises(AgentRunLoopStopped):
+        agent.run_sync("forecasts?")
+
+    assert at_calls(script, events) == [("warn", 4), ("block", 5), ("stop", 7)]
+    assert len(attempts) == 5  # the 5th was refused, the 7th stopped the run
+    assert "No forecast for City-0" in script.returns[0][1]
+
+
+def test_one_acknowledgement_for_distinct_calls_is_never_blocked() -> None:
+    guard = LoopGuard()
+    events = events_of(guard)
+    script = Script(12, args_for=lambda i: {"note": CITIES[i - 1]}, tool="save_note")
+    agent: Agent[None, str] = Agent(script.model, capabilities=[LoopGuardCapability(guard)])
+    saved: list[str] = []
+
+    @agent.tool_plain
+    def save_note(note: str) -> str:
+        """Save a note."""
+        saved.append(note)
+        return "Saved."
+
+    result = agent.run_sync("save them")
+
+    assert result.output == "I give up."
+    assert len(saved) == 12 and events == []
+    assert script.returns == [("success", "Saved.")] * 12

@@ -89,6 +89,38 @@ def echo(text: str) -> str:
     return text
 
 
+# Outcomes whose failure only the result's isError tells: a fetch that fails quoting its own
+# argument, an enqueue that acknowledges every item alike, and a lookup whose successful answer
+# reads like an error.
+@app.tool()
+def fetch(url: str) -> str:
+    """Fetch a URL: the upstream is down, so every call fails naming its URL (isError)."""
+    _count("fetch")
+    raise RuntimeError(f"GET {url}: 503 Service Unavailable")
+
+
+@app.tool()
+def enqueue(item: str) -> str:
+    """Queue an item: every call is acknowledged with the same text."""
+    _count("enqueue")
+    return "accepted"
+
+
+@app.tool()
+def lookup(key: str) -> str:
+    """Look a key up: it succeeds (no isError) with a text that reads like an error."""
+    _count("lookup")
+    return "Error: no entry (an empty answer is a valid answer here)"
+
+
+@app.tool()
+def quota(key: str) -> types.CallToolResult:
+    """Fail (isError) with one text whatever the key."""
+    _count("quota")
+    text = types.TextContent(type="text", text="quota exceeded, try again later")
+    return types.CallToolResult(content=[text], isError=True)
+
+
 class Forecast(BaseModel):
     """A structured result whose schema allows other keys (JSON Schema's default)."""
 

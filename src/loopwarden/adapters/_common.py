@@ -122,6 +122,7 @@ class RunState:
     seen_compactions: set[str] = field(default_factory=set)
     seen_missing: set[str] = field(default_factory=set)  # calls to missing tools already told
     pending_warnings: dict[str, str] = field(default_factory=dict)
+    failed_calls: set[str] = field(default_factory=set)  # calls that raised, by tool-call id
     ended: bool = False  # the guard was told the run ended (adapters whose runs end in two ways)
     model_calls: int = 0  # model calls so far (adapters that name batches by counting them)
 

@@ -204,7 +204,8 @@ class LoopGuardPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         """Record the outcome; put a pending warning into the result the model gets."""
         run = self._run(tool_context)
-        await self._after(run, tool, tool_args, tool_context, result=result)
+        failed = _stated_failure(result)
+        await self._after(run, tool, tool_args, tool_context, result=result, failed=failed)
         warning = run.pending_warnings.pop(_call_key(tool_context), None)
         return None if warning is None else _warned(result, warning)
 
@@ -272,6 +273,23 @@ class LoopGuardPlugin(BasePlugin):
         run = self._runs.pop(run_id)
         if run is not None:
             await self.guard.aend_run(run.session, run.run_id, outcome=outcome)
+
+
+# ADK's convention for a tool's answer: a dict whose "status" says how the call went.
+_FAILED_STATUSES = frozenset({"error", "failed", "failure"})
+
+
+def _stated_failure(result: Any) -> bool | None:
+    """Whether a tool's answer says it failed: ADK tools report a failure by returning
+    ``{"status": "error", "error_message": ...}`` rather than raising (a raise ends the run),
+    and a success with ``"status": "success"``; None when the answer says neither."""
+    status = result.get("status") if isinstance(result, dict) else None
+    if not isinstance(status, str):
+        return None
+    status = status.strip().lower()
+    if status in _FAILED_STATUSES:
+        return True
+    return False if status == "success" else None
 
 
 def _default_session(session: Any) -> str:

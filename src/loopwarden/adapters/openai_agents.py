@@ -89,6 +89,7 @@ try:
     from agents.run_config import ToolErrorFormatterArgs
     from agents.run_context import RunContextWrapper
     from agents.tool import Tool
+    from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "loopwarden.adapters.openai_agents needs the OpenAI Agents SDK: "
@@ -346,11 +347,16 @@ class LoopGuardrails:
     async def _check_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
         run = await self._started(context)
+        # A tool that raised reaches the model as its failure_error_function's text (the SDK's
+        # default is one fixed sentence): that text is the outcome, and the call failed.
+        failed = context.tool_call_id in run.failed_calls
+        run.failed_calls.discard(context.tool_call_id)
         after = await self.guard.aafter_tool_call(
             run.session,
             context.tool_name,
             parse_arguments(context.tool_arguments),
             result=data.output,
+            failed=True if failed else None,
             run_id=run.run_id,
             tool_call_id=context.tool_call_id,
             batch=_batch_of(run, context),
@@ -480,11 +486,53 @@ class _GuardedTools:
         ours = self._guardrails
         guarded.tool_input_guardrails = [*_others(tool.tool_input_guardrails), ours.input]
         guarded.tool_output_guardrails = [*_others(tool.tool_output_guardrails), ours.output]
+        _note_failures(guarded, ours)
         with self._lock:
             # The callback runs at garbage collection: a lock-free pop.
             ref = weakref.ref(tool, lambda _ref: self._copies.pop(key, None))
             self._copies[key] = (ref, stamp, guarded)
         return guarded
+
+
+class _NotingFailures:
+    """A function tool's implementation that notes, by tool-call id, each call that raised.
+
+    The SDK's invoker runs it and turns its exception into the text of the tool's
+    ``failure_error_function`` (or re-raises it); the output guardrail then reads the note to
+    tell the guard that the call failed. Every other attribute is the implementation's own.
+    """
+
+    def __init__(self, impl: Callable[..., Any], guardrails: LoopGuardrails) -> None:
+        self._impl = impl
+        self._guardrails = guardrails
+
+    async def __call__(self, context: ToolContext[Any], arguments: str) -> Any:
+        try:
+            return await self._impl(context, arguments)
+        except BaseException:  # a timeout's cancellation too: the model reads a failure
+            if isinstance(context, ToolContext):
+                self._guardrails._run(context).failed_calls.add(context.tool_call_id)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._impl, name)
+
+
+def _note_failures(tool: FunctionTool, guardrails: LoopGuardrails) -> None:
+    """Make the copy ``tool`` note its calls that raise (see ``_NotingFailures``).
+
+    The SDK's function tools run an invoker that holds the implementation and handles its
+    failures (``_invoke_tool_impl``, in every supported version); a copy of that invoker gets
+    the noting implementation. A tool with any other invoker is left as it is: its failures
+    are then known by their text alone.
+    """
+    invoker = tool.on_invoke_tool
+    impl = getattr(invoker, "_invoke_tool_impl", None)
+    if impl is None or not callable(impl) or isinstance(impl, _NotingFailures):
+        return
+    noting = copy.copy(invoker)
+    setattr(noting, "_invoke_tool_impl", _NotingFailures(impl, guardrails))  # noqa: B010
+    tool.on_invoke_tool = noting
 
 
 def _stamp(tool: FunctionTool) -> tuple[int, ...]:

@@ -381,8 +381,9 @@ class Replayer:
             result, error = UNDEFINED, call.error
         else:
             result, error = call.result, None
-        # A recorded error next to a result marks the call as failed.
-        failed = True if call.error is not None else None
+        # A recorded error marks the call as failed (next to a result too); otherwise what the
+        # transcript's own signal says (an exit code, an error flag), None when it says nothing.
+        failed = call.failure
         if state is None:
             return self.guard.after_tool_call(
                 session, call.tool, call.params, result=result, error=error, run_id=run_id,

@@ -157,9 +157,17 @@ class CallGuard:
         return decision, call, changed
 
     async def after(
-        self, call: ToolCall, *, result: Any = UNDEFINED, error: Any = None
+        self,
+        call: ToolCall,
+        *,
+        result: Any = UNDEFINED,
+        error: Any = None,
+        failed: bool | None = None,
     ) -> list[str]:
-        """Record the outcome; returns the notes for the model (warning, stop reason)."""
+        """Record the outcome; returns the notes for the model (warning, stop reason).
+
+        ``failed``: what the answer states (``outcome_of``); an ``error`` is a failure anyway.
+        """
         self._in_flight = max(0, self._in_flight - 1)
         guard = self.guard
         record = guard.after_tool_call if never_waits(guard) else guard.aafter_tool_call
@@ -169,6 +177,7 @@ class CallGuard:
             call.args,
             result=result,
             error=error,
+            failed=failed,
             run_id=call.run,
             tool_call_id=call.call_id,
             batch=call.batch,
@@ -306,20 +315,22 @@ def result_problem(result: Any) -> str | None:
     return None
 
 
-def outcome_of(result: dict[str, Any]) -> tuple[Any, Any]:
-    """(result, error) for ``after_tool_call``: an ``isError`` result counts as an error.
+def outcome_of(result: dict[str, Any]) -> tuple[Any, Any, bool]:
+    """(result, error, failed) for ``after_tool_call``: an ``isError`` result counts as an
+    error, and failed; a result without it is a success, as MCP says (a tool reports its
+    failures with ``isError``), whatever its text reads like.
 
     Why an error: servers report unknown tools and failures as ``isError`` results with the
     message as text ("Unknown tool: x"), which is what the unknown-tool detector reads.
     """
     if not result.get("isError"):
-        return result, None
+        return result, None, False
     text = "\n".join(
         block["text"]
         for block in result["content"]
         if block.get("type") == "text" and isinstance(block.get("text"), str)
     ).strip()
-    return UNDEFINED, text or "tool returned isError without text"
+    return UNDEFINED, text or "tool returned isError without text", True
 
 
 def text_result(text: str, *, is_error: bool, meta: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -602,11 +602,11 @@ class Relay:
             return _encode(
                 _response(message.get("id"), text_result(_PROXY_PREFIX + text, is_error=True))
             )
-        value, error = outcome_of(result)
+        value, error, failed = outcome_of(result)
         if not self.calls.may_annotate(call):
-            later.append(partial(after, call, result=value, error=error))
+            later.append(partial(after, call, result=value, error=error, failed=failed))
             return line
-        notes = await after(call, result=value, error=error)
+        notes = await after(call, result=value, error=error, failed=failed)
         if not notes:
             return line
         structured = self.calls.structured_note_allowed(call.name)

@@ -56,4 +56,4 @@ def mark_refused(call: ToolCall, text: str | None) -> None:
     it never ran, so it has no outcome of its own."""
     if text is not None and is_refusal(text):
         call.refused = True
-        call.result, call.error = MISSING, None
+        call.result, call.error, call.failed = MISSING, None, None

@@ -137,5 +137,7 @@ def _result(linker: CallLinker, block: dict[str, Any]) -> None:
         call.result, call.error = MISSING, text_of(content)
     elif block.get("type") == "tool_result":
         call.result = text_of(content)
+        if block.get("is_error") is False:  # the caller said it succeeded
+            call.failed = False
     else:
         call.result = content  # server/MCP results are structured: keep them whole

@@ -163,3 +163,5 @@ def _result(splitter: TurnSplitter, block: dict[str, Any]) -> None:
         # The text the model saw. toolUseResult ({stdout, stderr, ...} for Bash) holds the same
         # output; a plain dict result would hash to one value whatever it holds.
         call.result = text
+        if block.get("is_error") is False:  # Claude Code says it succeeded (a Bash exit 0)
+            call.failed = False

@@ -111,7 +111,7 @@ def _item(splitter: TurnSplitter, payload: dict[str, Any], lineno: int) -> ToolC
     if item in _OUTPUTS:
         answered = splitter.take(payload.get("call_id"))
         if answered is not None:
-            answered.result, answered.error = _outcome(payload.get("output"))
+            answered.result, answered.error, answered.failed = _outcome(payload.get("output"))
             output = payload.get("output")
             mark_refused(answered, output if isinstance(output, str) else None)
     return None
@@ -131,22 +131,28 @@ def _params(item: Any, payload: dict[str, Any]) -> Any:
     return payload.get("action", {})
 
 
-def _outcome(output: Any) -> tuple[Any, str | None]:
-    """``(result, error)`` of a call output: a string, or ``{content, success}``."""
+def _outcome(output: Any) -> tuple[Any, str | None, bool | None]:
+    """``(result, error, failed)`` of a call output: a string, or ``{content, success}``.
+
+    ``failed``: what Codex states, its ``success`` flag or the command's exit code (None when
+    it states neither).
+    """
     if isinstance(output, dict):
         text = text_of(output.get("content"))
-        if output.get("success") is False:
-            return MISSING, text
-        return text, None
+        success = output.get("success")
+        if success is False:
+            return MISSING, text, True
+        return text, None, (False if success is True else None)
     if isinstance(output, list):
-        return text_of(output), None
+        return text_of(output), None, None
     if output is None:
-        return MISSING, None
+        return MISSING, None, None
     return _shell_outcome(str(output))
 
 
-def _shell_outcome(text: str) -> tuple[Any, str | None]:
-    """A shell command's output: volatile header lines dropped, a non-zero exit marks failure.
+def _shell_outcome(text: str) -> tuple[Any, str | None, bool | None]:
+    """A shell command's output: volatile header lines dropped, its exit code says whether it
+    failed (a non-zero one is the error).
 
     0.1xx ``exec_command``: ``Chunk ID: …\nWall time: …\nProcess exited with code N\n…
     Output:\n<output>``. Older ``shell`` tool: a JSON string ``{"output", "metadata":
@@ -156,13 +162,16 @@ def _shell_outcome(text: str) -> tuple[Any, str | None]:
     if isinstance(legacy, dict) and isinstance(legacy.get("metadata"), dict):
         body, code = legacy.get("output"), legacy["metadata"].get("exit_code")
         result = body if isinstance(body, str) else text
-        failed = isinstance(code, int) and code != 0
-        return result, (f"exit code {code}" if failed else None)
+        if not isinstance(code, int) or isinstance(code, bool):
+            return result, None, None
+        return result, (f"exit code {code}" if code != 0 else None), code != 0
     head, marker, body = text.partition("Output:\n")
     if marker and head.startswith(_VOLATILE):
         kept = [line for line in head.splitlines(keepends=True) if not line.startswith(_VOLATILE)]
         text = "".join(kept) + marker + body
     exit_code = _EXIT.search(text)
-    if exit_code is not None and exit_code.group(1) != "0":
-        return text, f"exit code {exit_code.group(1)}"
-    return text, None
+    if exit_code is None:
+        return text, None, None
+    if exit_code.group(1) != "0":
+        return text, f"exit code {exit_code.group(1)}", True
+    return text, None, False

@@ -178,34 +178,40 @@ def _call(splitter: TurnSplitter, call: dict[str, Any], line: int, usage: Usage 
         tokens=None if usage is None else (usage.input_tokens or 0) + (usage.output_tokens or 0),
         usage=usage,
     )
-    tool.result, tool.error = _outcome(call)
+    tool.result, tool.error, tool.failed = _outcome(call)
     mark_refused(tool, tool.error)
     splitter.add_call(tool)
 
 
-def _outcome(call: dict[str, Any]) -> tuple[Any, str | None]:
+def _outcome(call: dict[str, Any]) -> tuple[Any, str | None, bool | None]:
     """The text the model got back; a call whose status is ``error`` failed with it."""
     status = call.get("status")
     if status == "cancelled":
-        return MISSING, None  # never ran to the end: nothing to compare
+        return MISSING, None, None  # never ran to the end: nothing to compare
     text = _response_text(call.get("result"))
     if text is None:
-        return MISSING, None
-    return _classify(text, failed=status == "error")
+        return MISSING, None, None
+    return _classify(text, failed=status == "error", succeeded=status == "success")
 
 
-def _classify(text: str, *, failed: bool) -> tuple[Any, str | None]:
-    """A tool error is the outcome; a shell command's non-zero exit code marks a failed call.
+def _classify(
+    text: str, *, failed: bool, succeeded: bool = False
+) -> tuple[Any, str | None, bool | None]:
+    """``(result, error, failed)``: a tool error is the outcome; a shell command's exit code
+    says whether it failed (a non-zero one marks the failure); else the call's ``status``.
 
     A hook's context appended to the output (loopwarden's warning) is not part of it.
     """
     text = without_hook_context(text)
     if failed:
-        return MISSING, text
+        return MISSING, text, True
     code = _EXIT_CODE.search(text)
     if code is not None and code.group(1) != "0":
-        return text, code.group(0)  # the output is the outcome; the exit code marks the failure
-    return text, None
+        # The output is the outcome; the exit code marks the failure.
+        return text, code.group(0), True
+    if code is not None or succeeded:
+        return text, None, False
+    return text, None, None
 
 
 def _response_text(parts: Any) -> str | None:
@@ -269,4 +275,5 @@ def _checkpoint_response(splitter: TurnSplitter, part: dict[str, Any]) -> None:
     if call is not None:
         body = response.get("response")
         failed = isinstance(body, dict) and "error" in body and "output" not in body
-        call.result, call.error = _classify(_PGID.sub("", _text(body)), failed=failed)
+        outcome = _classify(_PGID.sub("", _text(body)), failed=failed)
+        call.result, call.error, call.failed = outcome

@@ -131,6 +131,7 @@ def _text_result(call: ToolCall, text: str) -> None:
     if match is not None:
         code = int(match.group(1))
         call.error = f"returncode={code}" if code != 0 else None
+        call.failed = code != 0  # the command's exit code says it, whatever its output reads
     elif _TIMEOUT_MARK in text:
         call.error = "timeout"
 
@@ -148,3 +149,5 @@ def _tool_result(linker: CallLinker, message: dict[str, Any]) -> None:
         call.error = f"returncode={code}"
     elif extra.get("exception_info"):
         call.error = "exception"
+    elif isinstance(code, int) and not isinstance(code, bool):
+        call.failed = False  # exit code 0: the command succeeded, whatever its output reads

@@ -67,7 +67,10 @@ class ToolCall:
     ``result`` is what the tool returned (a string, or an OpenClaw-style ``{content, details}``
     object), or :data:`MISSING`. ``error`` is an error text; it is the outcome only when
     ``result`` is :data:`MISSING` (otherwise it just marks the call as failed, as in the
-    loopwarden flat JSONL format).
+    loopwarden flat JSONL format). ``failed`` is what the transcript's structured signal says
+    (an error flag, an exit code, a span status): True a failure, False a success it states,
+    None when it says nothing (an ``error`` is always a failure). Replay hands it to the guard
+    as ``failed=``, so a stated outcome is not second-guessed from the text.
     """
 
     tool: str
@@ -86,11 +89,18 @@ class ToolCall:
     refused: bool = False
     # The same response's tokens and money by kind, where recorded (first call only as well).
     usage: Usage | None = None
+    failed: bool | None = None
 
     @property
     def has_outcome(self) -> bool:
         """True when the transcript recorded a result or an error for this call."""
         return self.result is not MISSING or self.error is not None
+
+    @property
+    def failure(self) -> bool | None:
+        """Whether the call failed, as replay tells the guard: an error is a failure, else
+        what ``failed`` states (None: the transcript does not say)."""
+        return True if self.error is not None else self.failed
 
 
 @dataclass(frozen=True, slots=True)

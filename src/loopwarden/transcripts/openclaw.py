@@ -37,7 +37,8 @@ class _Entry:
     parent: str | None
     calls: list[ToolCall] | None = None  # assistant toolCall blocks
     result_for: str | None = None  # toolResult: the call id it answers
-    outcome: tuple[Any, str | None] | None = None  # toolResult: (result or MISSING, error)
+    # toolResult: (result or MISSING, error, failed)
+    outcome: tuple[Any, str | None, bool | None] | None = None
     compaction: bool = False
     model: str | None = None  # assistant: the model that answered
 
@@ -149,22 +150,39 @@ def _call(block: dict[str, Any], lineno: int) -> ToolCall:
     )
 
 
-def _outcome(message: dict[str, Any]) -> tuple[Any, str | None]:
-    """Map a toolResult to (result, error) the way the live runtime would have reported it."""
+def _outcome(message: dict[str, Any]) -> tuple[Any, str | None, bool | None]:
+    """Map a toolResult to (result, error, failed) the way the live runtime would have
+    reported it; ``failed`` is what the entry states (``isError``, an exec's exit code)."""
     content = message.get("content")
     text = text_of(content)
     if text.lstrip().startswith(_SYNTHETIC_PREFIXES):
-        return MISSING, None  # transcript repair, not an execution: no outcome to hash
+        return MISSING, None, None  # transcript repair, not an execution: no outcome to hash
     details = message.get("details")
     if message.get("isError") is True and not isinstance(details, dict):
         # A tool that threw: live, the guard receives the error, not a result object.
-        return MISSING, text
+        return MISSING, text, True
     result: dict[str, Any] = {"content": content if isinstance(content, list) else []}
     if isinstance(content, str):
         result["content"] = [{"type": "text", "text": content}]
     if isinstance(details, dict):
         result["details"] = details
-    return result, ("isError" if message.get("isError") is True else None)
+    if message.get("isError") is True:
+        return result, "isError", True
+    return result, None, _exec_failed(details, message.get("isError"))
+
+
+def _exec_failed(details: Any, is_error: Any) -> bool | None:
+    """Whether a toolResult without ``isError: true`` failed: an exec's exit code or status
+    says so (OpenClaw keeps ``isError`` false for a command that ran and exited non-zero),
+    else an explicit ``isError: false`` says it did not; None when nothing is stated."""
+    if isinstance(details, dict):
+        code = details.get("exitCode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code != 0
+        status = details.get("status")
+        if status in ("failed", "error", "timeout"):
+            return True
+    return False if is_error is False else None
 
 
 def _active_branch(entries: list[_Entry]) -> list[_Entry]:
@@ -192,4 +210,4 @@ def _replay_entry(linker: CallLinker, entry: _Entry) -> None:
     elif entry.outcome is not None:
         answered = linker.take(entry.result_for)
         if answered is not None:
-            answered.result, answered.error = entry.outcome
+            answered.result, answered.error, answered.failed = entry.outcome

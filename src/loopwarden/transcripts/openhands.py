@@ -149,5 +149,12 @@ def _set_outcome(call: ToolCall, kind: Any, event: dict[str, Any]) -> None:
     text = text_of(observation.get("content"))
     if observation.get("is_error") is True:
         call.result, call.error = MISSING, text
-    else:
-        call.result = text
+        return
+    call.result = text
+    # A terminal's exit code says whether the command failed (its observation keeps
+    # is_error false for a command that ran and exited non-zero); else the tool's own flag.
+    code = observation.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        call.failed = code != 0
+    elif observation.get("is_error") is False:
+        call.failed = False
