@@ -186,19 +186,9 @@ def test_healthy_bulk_work_is_never_blocked(scenario: ds.Scenario) -> None:
     assert "block" not in actions and "stop" not in actions, actions
 
 
-# Known gap of the core (reported, not hidden): an editor's old_str retried with another
-# indentation. core/failures.py masks a quote of the argument stripped of its white space, so
-# the leading spaces it quotes (`    x` against `x`) still tell the failures apart. Strict: the
-# day the core reads them as one failure, these pass and the mark must go.
-_OLD_STR_GAP = pytest.mark.xfail(
-    strict=True, reason="old_str quoted with its leading indentation is not masked whole"
-)
-_STUCK = [
-    pytest.param(s, marks=_OLD_STR_GAP, id=s.name)
-    if s.shape == "editor: old_str did not appear verbatim"
-    else pytest.param(s, id=s.name)
-    for s in _of(ds.STUCK)
-]
+# An editor's old_str retried with another indentation is quoted with its leading spaces
+# (`    x` against `x`): core/failures.py masks the value whole as well as stripped.
+_STUCK = [pytest.param(s, id=s.name) for s in _of(ds.STUCK)]
 
 
 @pytest.mark.parametrize("scenario", _STUCK)

@@ -352,9 +352,14 @@ def quoted_tokens(params: Any, text: str | None = None) -> list[str]:
     _leaves(params, leaves)
     tokens: set[str] = set()
     for leaf in leaves:
-        value = leaf.strip() if text is None else _numbers_masked(leaf).strip()
+        whole = leaf if text is None else _numbers_masked(leaf)
+        value = whole.strip()
         if len(value) >= _MIN_TOKEN:
             tokens.add(value)
+            # Quoted with its own indentation (an editor's old_str): masked whole, or the
+            # blanks left around the mask would tell two retries apart.
+            if whole != value:
+                tokens.add(whole)
         for word in _WORD_SPLIT.split(value):
             word = word.strip(_QUOTES)
             if len(word) < _MIN_TOKEN:
