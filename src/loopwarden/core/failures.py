@@ -46,11 +46,14 @@ FAILURE: Final = "failure"
 SUCCESS: Final = "success"
 SILENT: Final = "silent"
 
-# Types that are never a Mapping (isinstance(x, Mapping) runs abc's __instancecheck__).
+# Types that are never a Mapping. ``isinstance(x, Mapping)`` runs abc's __instancecheck__, an
+# interpreted frame, whatever x is (even a dict): outcomes are nearly always plain JSON values
+# or UNDEFINED, answered here without it.
 _NOT_MAPPING = frozenset({str, int, float, bool, list, tuple, type(None), type(UNDEFINED)})
 
 
-def _is_mapping(value: object) -> bool:
+def is_mapping(value: object) -> bool:
+    """``isinstance(value, Mapping)``, with the ABC asked only about uncommon types."""
     kind = type(value)
     if kind is dict:
         return True
@@ -156,7 +159,7 @@ def is_failure(result: Any, error: Any, failed: bool | None = None, pattern: Any
         return True
     if failed is False:
         return False
-    if _is_mapping(result):
+    if is_mapping(result):
         found = _object_flag(result)
         if found is not None:
             return found
@@ -177,7 +180,7 @@ def _object_flag(result: Mapping[Any, Any]) -> bool | None:
     if type(is_error) is bool:
         return is_error
     details: Any = result.get("details")
-    if _is_mapping(details):
+    if is_mapping(details):
         code = details.get("exitCode")
         if type(code) is int:
             return code != 0
@@ -239,13 +242,13 @@ def text_of(result: Any) -> str | None:
     """The text a result shows: a string, or its content items' text joined (else None)."""
     if isinstance(result, str):
         return result
-    if not _is_mapping(result):
+    if not is_mapping(result):
         return None
     content = result.get("content")
     if not isinstance(content, list):
         return None
     texts = [
-        item["text"] for item in content if _is_mapping(item) and isinstance(item.get("text"), str)
+        item["text"] for item in content if is_mapping(item) and isinstance(item.get("text"), str)
     ]
     return "\n".join(texts)
 
@@ -276,16 +279,16 @@ def says_nothing(result: Any) -> bool:
         return _empty_text(result)
     if result is None or result is UNDEFINED or (kind in (list, tuple, dict) and not result):
         return True
-    if not _is_mapping(result):
+    if not is_mapping(result):
         return False
     if not result or result.get("structuredContent"):
         return not result
     details = result.get("details")
-    if _is_mapping(details) and details.get("aggregated"):
+    if is_mapping(details) and details.get("aggregated"):
         return False
     content = result.get("content")
     return isinstance(content, list) and all(
-        not _is_mapping(item) or not isinstance(item.get("text"), str) or _empty_text(item["text"])
+        not is_mapping(item) or not isinstance(item.get("text"), str) or _empty_text(item["text"])
         for item in content
     )
 
@@ -334,7 +337,7 @@ def _leaves(value: Any, out: list[str], depth: int = 0) -> None:
         out.append(value[:_MAX_VALUE_CHARS])
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         out.append(str(value))
-    elif _is_mapping(value):
+    elif is_mapping(value):
         for item in value.values():
             _leaves(item, out, depth + 1)
     elif isinstance(value, (list, tuple)):

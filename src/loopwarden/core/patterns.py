@@ -10,7 +10,7 @@ where OpenClaw's rules say nothing or only warn.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,6 +22,7 @@ from loopwarden.core.failures import (
     FAILURE_KEY_PREFIX,
     SUCCESS,
     is_acknowledgement,
+    is_mapping,
     outcome_kind,
     same_failure,
     text_of,
@@ -104,22 +105,6 @@ def reaches_back(tail: Sequence[ToolCallRecord], signature: str) -> bool:
     record stops there; so does every cycle whose ``p``-th newest record is not the call.
     """
     return any(tail[i].args_hash == signature for i in range(1, len(tail) - 1))
-
-
-# Types that are never a Mapping. ``isinstance(x, Mapping)`` runs abc's __instancecheck__, an
-# interpreted frame, whatever x is (even a dict): the outcomes this module reads are nearly
-# always plain JSON values or UNDEFINED, answered here without it.
-_NOT_MAPPING = frozenset({str, int, float, bool, list, tuple, type(None), type(UNDEFINED)})
-
-
-def _is_mapping(value: object) -> bool:
-    """``isinstance(value, Mapping)``, with the ABC asked only about uncommon types."""
-    kind = type(value)
-    if kind is dict:
-        return True
-    if kind in _NOT_MAPPING:
-        return False
-    return isinstance(value, Mapping)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +324,7 @@ def is_edit_call(tool: str, params: Any) -> bool:
     CLIs' edit tools, or an editor tool (``str_replace_editor`` …) asked to write."""
     if tool in _EDIT_TOOLS:
         return True
-    if tool not in _EDITOR_TOOLS or not _is_mapping(params):
+    if tool not in _EDITOR_TOOLS or not is_mapping(params):
         return False
     return params.get("command") in _EDITOR_WRITES
 
@@ -354,18 +339,18 @@ def is_silent(result: Any) -> bool:
     produce any output"), or MCP-style content whose text items are all empty."""
     if result is None or _silent_text(result):
         return True
-    if not _is_mapping(result):
+    if not is_mapping(result):
         return False
     if result.get("isError") is True or result.get("structuredContent"):
         return False
     details = result.get("details")
-    if _is_mapping(details) and (
+    if is_mapping(details) and (
         details.get("exitCode") not in (None, 0) or details.get("aggregated")
     ):
         return False
     content = result.get("content")
     return isinstance(content, list) and all(
-        _is_mapping(item) and item.get("type") == "text" and _silent_text(item.get("text"))
+        is_mapping(item) and item.get("type") == "text" and _silent_text(item.get("text"))
         for item in content
     )
 
@@ -376,7 +361,7 @@ def mask_numbers(value: Any, depth: int = 0) -> Any:
         return _NUMBER.sub("#", value)
     if depth >= _MAX_DEPTH:
         return value
-    if _is_mapping(value):
+    if is_mapping(value):
         return {key: mask_numbers(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
         return [mask_numbers(item, depth + 1) for item in value]
@@ -424,7 +409,7 @@ def _has_counter(value: Any, depth: int = 0) -> bool:
         return _mask_text(value) is not value
     if depth >= _MAX_DEPTH:
         return False
-    if _is_mapping(value):
+    if is_mapping(value):
         value = value.values()
     elif not isinstance(value, list):
         return False
@@ -441,7 +426,7 @@ def mask_counters(value: Any, depth: int = 0) -> Any:
         return value
     if depth >= _MAX_DEPTH:
         return value
-    if _is_mapping(value):
+    if is_mapping(value):
         return {key: mask_counters(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
         return [mask_counters(item, depth + 1) for item in value]
@@ -504,7 +489,7 @@ def stretch_key(result: Any, result_hash: str) -> str:
     kind = type(result)
     if kind is str or kind is list:  # most results: read whole by the hash already
         return result_hash
-    if _is_mapping(result) and not _HASHED_KEYS.issuperset(result.keys()):
+    if is_mapping(result) and not _HASHED_KEYS.issuperset(result.keys()):
         return digest_stable(result)
     return result_hash
 
