@@ -416,7 +416,7 @@ def mask_failure(text: str, params: Any) -> str:
     ``_MAX_FAILURE_CHARS // 2`` characters, where a failure says what failed.
     """
     text = _comparable_failure(text)
-    return text if params is None else _mask_quotes(text, _comparable_tokens(params, text))
+    return text if params is None else _mask_quotes(text, quoted_tokens(params, text))
 
 
 def _comparable_failure(text: str) -> str:
@@ -429,11 +429,6 @@ def _comparable_failure(text: str) -> str:
     if "^" in text or "~" in text:
         text = _CARET_LINE.sub("^", text)
     return text.strip()
-
-
-def _comparable_tokens(params: Any, text: str) -> list[str]:
-    """The call's quotable tokens found in ``text``, a compared failure (digits masked)."""
-    return quoted_tokens(params, text)
 
 
 def _is_word_char(char: str) -> bool:
@@ -485,7 +480,7 @@ def failure_key(result: Any, error: Any, params: Any) -> str:
     digests of the failure text with only its digits masked, and with the quotes of the call's
     arguments masked too (:func:`same_failure` matches either)."""
     text = _comparable_failure(failure_text(result, error))
-    masked = _mask_quotes(text, _comparable_tokens(params, text))
+    masked = _mask_quotes(text, quoted_tokens(params, text))
     plain = digest_stable(text)
     return f"{FAILURE_KEY_PREFIX}{plain}:{plain if masked is text else digest_stable(masked)}"
 
