@@ -1028,3 +1028,30 @@ def test_keyed_signatures_keep_the_grace_of_a_silent_result(db: Path) -> None:
     loud = allowed_before_the_block("FAIL\n", "loud")
     assert silent == CONFIG.consecutive_silent_threshold
     assert loud == CONFIG.consecutive_critical_threshold < silent
+
+
+def test_a_side_file_that_vanishes_while_checked_is_not_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's rollback journal comes and goes while another hook process writes (seen in CI).
+
+    The race is made certain here: the journal is seen to exist, then is gone when checked.
+    """
+    from loopwarden.hooks import _state
+
+    db = tmp_path / "state" / "runs.db"
+    db.parent.mkdir(mode=0o700)
+    db.write_bytes(b"")
+    journal = db.with_name("runs.db-journal")
+    journal.write_bytes(b"")
+    real_lstat = os.lstat
+
+    def lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if Path(str(path)) == journal:
+            journal.unlink(missing_ok=True)  # another process finished its transaction
+        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_state.os, "lstat", lstat)
+    with _state.private_files():
+        key = _state.prepare(db, own_folder=True)
+    assert len(key) == 32

@@ -69,9 +69,12 @@ def prepare(db: Path, *, own_folder: bool) -> bytes:
         raise StateFolderError(f"cannot create the state folder {folder}: {exc}") from None
     _check(folder, "state folder", want=0o700 if own_folder else None)
     for suffix in ("", *_SIDE_FILES):
-        path = db.with_name(db.name + suffix)
-        if os.path.lexists(path):
-            _check(path, "state file", want=0o600)
+        try:
+            _check(db.with_name(db.name + suffix), "state file", want=0o600)
+        except FileNotFoundError:
+            # Absent, or SQLite's side file (a rollback journal) came and went while another
+            # hook process wrote: either way there is nothing to tighten.
+            continue
     return _key(folder / KEY_FILE)
 
 
