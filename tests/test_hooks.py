@@ -1035,7 +1035,7 @@ def test_a_side_file_that_vanishes_while_checked_is_not_a_problem(
 ) -> None:
     """SQLite's rollback journal comes and goes while another hook process writes (seen in CI).
 
-    The race is made certain here: the journal is seen to exist, then is gone when checked.
+    The race is made certain here: the journal is found, then gone when its mode is tightened.
     """
     from loopwarden.hooks import _state
 
@@ -1044,14 +1044,15 @@ def test_a_side_file_that_vanishes_while_checked_is_not_a_problem(
     db.write_bytes(b"")
     journal = db.with_name("runs.db-journal")
     journal.write_bytes(b"")
-    real_lstat = os.lstat
+    journal.chmod(0o644)
+    real_chmod = os.chmod
 
-    def lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+    def chmod(path: object, *args: object, **kwargs: object) -> None:
         if Path(str(path)) == journal:
-            journal.unlink(missing_ok=True)  # another process finished its transaction
-        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+            journal.unlink()  # another process ended its transaction
+        real_chmod(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_state.os, "lstat", lstat)
+    monkeypatch.setattr(_state.os, "chmod", chmod)
     with _state.private_files():
         key = _state.prepare(db, own_folder=True)
     assert len(key) == 32
