@@ -116,6 +116,50 @@ def test_the_installed_command_runs_whatever_the_path(tmp_path: Path, home: Path
     assert (tmp_path / "s" / "loopwarden" / "runs.db").is_file()
 
 
+def test_installed_from_a_venv_python_the_command_runs_that_venv(
+    tmp_path: Path, home: Path
+) -> None:
+    # A venv's bin/python is a link to the base interpreter; only through the link does it see
+    # the venv's packages. Here loopwarden is importable in the new venv alone (a .pth file), so
+    # a command naming the link's target could not run it (or would run another loopwarden).
+    import venv
+
+    folder = tmp_path / "venv"
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(folder)
+    python = folder / "bin" / "python"
+    assert python.is_symlink()
+    (site,) = folder.glob("lib/python*/site-packages")
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    (site / "loopwarden-test.pth").write_text("\n".join(paths) + "\n")
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": ""}
+    done = subprocess.run(
+        [str(python), "-m", "loopwarden", "hooks", "install", "gemini-cli"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    settings = read(home / ".gemini" / "settings.json")
+    command = settings["hooks"]["BeforeAgent"][0]["hooks"][0]["command"]
+    parsed = parse_command(command)
+    assert parsed is not None and parsed.program == [str(python), "-m", "loopwarden"]
+    event = json.loads((DATA / "gemini-cli" / "hook-events" / "BeforeAgent.json").read_text())
+    ran = subprocess.run(
+        command,
+        shell=True,
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env={"PATH": "/nonexistent", "HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "s")},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert (tmp_path / "s" / "loopwarden" / "runs.db").is_file()
+
+
 def test_a_settings_file_with_comments_is_left_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

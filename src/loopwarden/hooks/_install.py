@@ -112,11 +112,16 @@ def _wrap(words: list[str], guard: str) -> str:
 
 
 def this_program() -> list[str]:
-    """How to start the loopwarden that is running now, by absolute path."""
+    """How to start the loopwarden that is running now, by absolute path.
+
+    The interpreter is named as it was started, not with its symbolic links resolved: a virtual
+    environment's ``bin/python`` is a link to the base interpreter, and only started through
+    the link does it run with the environment's packages (loopwarden among them).
+    """
     script = Path(sys.argv[0])
     if script.name == "loopwarden" and script.is_file():
         return [str(script.resolve())]
-    return [str(Path(sys.executable).resolve()), "-m", "loopwarden"]
+    return [os.path.abspath(sys.executable), "-m", "loopwarden"]
 
 
 @dataclass(frozen=True)
