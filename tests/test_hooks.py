@@ -3,7 +3,7 @@
 The payloads are the ones Claude Code 2.1, Codex 0.171 and Gemini CLI 0.61 really sent
 (tests/data/coding_agents/*/hook-events/, captured against a local fake model); the end-to-end
 tests with the CLIs themselves are in tests/coding_agents/. Here the command runs in-process
-(``hook_cmd.handle``) for the many-call scenarios, and as a real process where stdin, stdout,
+(``handler.handle``) for the many-call scenarios, and as a real process where stdin, stdout,
 the exit code, concurrency and the state file matter.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from loopwarden.cli import hook_cmd
+from loopwarden.hooks import _handler as handler
 from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
 from loopwarden.hooks._state import read_problem
 
@@ -33,7 +33,7 @@ DATA = Path(__file__).parent / "data" / "coding_agents"
 # result, calls counted from 1: once `critical` identical results are in, the next call is
 # blocked; the call one before it gets the last-chance warning; the run stops at the block that
 # makes `stopAfterBlocks` (a retried blocked call counts, so it is the next one).
-CONFIG = hook_cmd.hook_config(None, [])
+CONFIG = handler.hook_config(None, [])
 WARNED = CONFIG.consecutive_critical_threshold
 BLOCKED = WARNED + 1
 STOPPED = BLOCKED + CONFIG.stop_after_blocks - 1
@@ -54,7 +54,7 @@ class Hook:
         self.agent, self.db, self.overrides = agent, db, overrides or []
 
     def send(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        text = hook_cmd.handle(self.agent, json.dumps(event), None, self.overrides, str(self.db))
+        text = handler.handle(self.agent, json.dumps(event), None, self.overrides, str(self.db))
         return json.loads(text) if text else None
 
 
@@ -162,13 +162,13 @@ def test_a_config_file_means_what_it_says(
     denied = None
     for n in range(1, 23):
         pre, post = _claude_call(n, "npm test")
-        text = hook_cmd.handle(
+        text = handler.handle(
             "claude-code", json.dumps(pre), path and str(path), overrides, str(tmp_path / "runs.db")
         )
         if text and json.loads(text)["hookSpecificOutput"].get("permissionDecision") == "deny":
             denied = n
             break
-        hook_cmd.handle(
+        handler.handle(
             "claude-code",
             json.dumps(post),
             path and str(path),
@@ -577,7 +577,7 @@ def test_a_lone_surrogate_in_a_tool_name_is_answered_and_warnings_are_kept(
 
 def test_a_huge_tool_output_is_hashed_in_time_and_compared_exactly(db: Path) -> None:
     hook = Hook("claude-code", db)
-    big = "x" * (hook_cmd.MAX_TEXT_CHARS * 8)
+    big = "x" * (handler.MAX_TEXT_CHARS * 8)
     answers = []
     for n, output in enumerate([big, big, big + "y", big + "y"], start=1):
         pre = payload("claude-code", "PreToolUse", tool_use_id=f"t{n}")
@@ -595,7 +595,7 @@ def test_an_event_over_the_size_cap_is_drained_and_the_call_proceeds(
     env: dict[str, str],
 ) -> None:
     post = payload("claude-code", "PostToolUse")
-    post["tool_response"] = {"stdout": "x" * (hook_cmd.MAX_EVENT_BYTES + 10), "stderr": ""}
+    post["tool_response"] = {"stdout": "x" * (handler.MAX_EVENT_BYTES + 10), "stderr": ""}
     done = run_hook("claude-code", json.dumps(post), env)
     assert done.returncode == 0 and done.stdout == ""
     assert "larger than 16 MiB" in done.stderr and done.stderr.count("\n") == 1

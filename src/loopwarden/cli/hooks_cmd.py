@@ -214,8 +214,8 @@ def _checked_options(args: argparse.Namespace) -> list[str]:
 
 def _profile_line(args: argparse.Namespace) -> str:
     """Which profile the installed hook runs, and why (a file means what it says)."""
-    from loopwarden.cli.hook_cmd import hook_config
     from loopwarden.core.config import parse_override
+    from loopwarden.hooks._handler import hook_config
 
     # install has checked every --set strictly before this runs, so parse_override cannot fail
     resolved = hook_config(args.config, args.overrides)

@@ -23,6 +23,7 @@ from loopwarden.hooks._stdin import read_event
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Literal
 
 PROTOCOL = b"loopwarden-hook-1"
 _AGENTS = ("claude-code", "codex", "gemini-cli")
@@ -32,7 +33,10 @@ _UNIX_PATH_MAX = 107  # sun_path on Linux, less its terminating NUL
 
 
 def main(argv: "Sequence[str]") -> int:
-    """``loopwarden hook ARGS``: through the server when there is one, else alone; exit 0."""
+    """``loopwarden hook ARGS``: through the server when there is one, else alone; exit 0.
+
+    The caller checked :func:`plain` (anything else goes to the command line's parser).
+    """
     args = list(argv)
     from loopwarden.hooks._scope import scope_of, skip
 
@@ -40,10 +44,8 @@ def main(argv: "Sequence[str]") -> int:
         with suppress(OSError):
             sys.stdin.buffer.read()  # the CLI is writing the event: take it, never a broken pipe
         return 0
-    if not _plain(args) or os.environ.get("LOOPWARDEN_HOOK_SERVER") == "0":
-        from loopwarden.cli.hook_cmd import main as alone
-
-        return alone(args)  # reads stdin itself
+    if os.environ.get("LOOPWARDEN_HOOK_SERVER") == "0":
+        return _alone(args, "unread")  # reads stdin itself
     try:
         data = read_event(sys.stdin.buffer)
     except OSError:
@@ -68,25 +70,30 @@ def main(argv: "Sequence[str]") -> int:
     return 0
 
 
-def _plain(args: list[str]) -> bool:
-    """Whether ``args`` are a plain ``AGENT [--config F] [--set K=V]... [--db F]`` (no help)."""
+def plain(args: "Sequence[str]") -> bool:
+    """Whether ``args`` are a plain ``AGENT [--config F] [--set K=V]... [--db F] [--scope S]``
+    (as ``_handler.parse_args`` reads them); help and mistakes are the command line's."""
     if not args or args[0] not in _AGENTS:
         return False
     i = 1
     while i < len(args):
         word = args[i]
         if word in _VALUED and i + 1 < len(args):
+            name, value = word, args[i + 1]
             i += 2
         elif word.split("=", 1)[0] in _VALUED and "=" in word:
+            name, value = word.split("=", 1)
             i += 1
         else:
+            return False
+        if name == "--scope" and value not in ("user", "project"):
             return False
     return True
 
 
-def _alone(args: list[str], data: bytes | None) -> int:
-    """The event ``data`` (None: over the cap) handled in this process."""
-    from loopwarden.cli.hook_cmd import main as alone
+def _alone(args: list[str], data: "bytes | Literal['unread'] | None") -> int:
+    """The event ``data`` (None: over the cap; "unread": still on stdin) handled here."""
+    from loopwarden.hooks._handler import main as alone
 
     return alone(args, data)
 

@@ -73,9 +73,9 @@ def _still(path: str, inode: int) -> bool:
 
 
 def _serve(server: socket.socket, path: str, inode: int) -> None:
-    from loopwarden.cli import hook_cmd
+    from loopwarden.hooks import _handler
 
-    hook_cmd.serving()
+    _handler.serving()
     while _still(path, inode):
         try:
             conn, _ = server.accept()
@@ -88,7 +88,7 @@ def _serve(server: socket.socket, path: str, inode: int) -> None:
 
 
 def _answer(conn: socket.socket) -> None:
-    from loopwarden.cli.hook_cmd import answer_for
+    from loopwarden.hooks._handler import answer_for
 
     if _peer_uid(conn) != os.geteuid():
         return  # not our user: no answer (the folder is private; this is the second lock)
