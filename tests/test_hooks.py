@@ -856,3 +856,124 @@ def test_keyed_signatures_keep_the_grace_of_a_silent_result(db: Path) -> None:
     loud = allowed_before_the_block("FAIL\n", "loud")
     assert silent == CONFIG.consecutive_silent_threshold
     assert loud == CONFIG.consecutive_critical_threshold < silent
+
+
+def _server_pid(path: Path) -> int:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(path))
+        raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(raw[:4], sys.byteorder)
+
+
+def _gone(pid: int, within: float) -> bool:
+    """Whether process ``pid`` (not our child: the server is detached) ends within ``within`` s."""
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _timed_hook(event: dict[str, Any], env: dict[str, str]) -> tuple[str, float]:
+    import time
+
+    start = time.monotonic()
+    done = run_hook("claude-code", json.dumps(event), env)
+    took = time.monotonic() - start
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return done.stdout, took
+
+
+# A bound on a behaviour, not a speed goal: an event normally takes ~20 ms through the server
+# (plus the process start); one that meets a hung server waits _client.TAKE_SECONDS, then works
+# alone. A hook kept waiting on a hung server (25 s before) fails it.
+HANG_BOUND = 3.0 + 2.0  # the 3 s the client allows itself, and room for the process start
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_a_stopped_server_is_bypassed_and_replaced_and_loops_are_still_refused(
+    tmp_path: Path,
+) -> None:
+    import signal
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    pre, post = _claude_call(1, "npm test")
+    _timed_hook(pre, env)
+    pid = _server_pid(wait_for_hook_server(tmp_path / "state"))
+    _timed_hook(post, env)
+    os.kill(pid, signal.SIGSTOP)  # stalled between two events: connect() still succeeds
+    try:
+        answers = []
+        for n in range(2, BLOCKED + 1):
+            pre, post = _claude_call(n, "npm test")
+            out, took = _timed_hook(pre, env)
+            assert took < HANG_BOUND, f"call {n} waited {took:.1f} s"
+            answers.append(out)
+            _, took = _timed_hook(post, env)
+            assert took < HANG_BOUND
+        # The same decisions as ever: warned at WARNED, refused at BLOCKED (same state).
+        assert "WARNING" in answers[WARNED - 2] and _denied(json.loads(answers[-1]))
+        # Another server took the socket over, and serves.
+        fresh = _server_pid(wait_for_hook_server(tmp_path / "state"))
+        assert fresh != pid
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _gone(pid, 10.0), "the stopped server did not step aside once it ran again"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_a_server_busy_with_a_slow_request_is_bypassed(tmp_path: Path) -> None:
+    import socket
+
+    from loopwarden.hooks._client import TAKEN
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    _timed_hook(_claude_call(1, "ls")[0], env)
+    path = wait_for_hook_server(tmp_path / "state")
+    pid = _server_pid(path)
+    # A request that never ends: the server, which serves one connection at a time, waits on it.
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        slow.connect(str(path))
+        assert slow.recv(1) == TAKEN
+        slow.sendall(b"17:loopwarden-hook-2")
+        answers = []
+        for n in range(2, 2 + WARNED):
+            pre, post = _claude_call(n, "npm test")
+            out, took = _timed_hook(pre, env)
+            assert took < HANG_BOUND, f"call {n} waited {took:.1f} s"
+            answers.append(out)
+            _timed_hook(post, env)
+        assert "WARNING" in answers[-1] and answers[:-1] == [""] * (WARNED - 1)
+        assert _server_pid(wait_for_hook_server(tmp_path / "state")) != pid
+    finally:
+        slow.close()
+    assert _gone(pid, 10.0), "the replaced server did not leave after its slow request"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_a_server_whose_socket_is_gone_steps_aside_at_once(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "LOOPWARDEN_HOOK_SERVER": "1",
+        "LOOPWARDEN_HOOK_IDLE": "600",
+    }
+    _timed_hook(_claude_call(1, "ls")[0], env)
+    path = wait_for_hook_server(tmp_path / "state")
+    pid = _server_pid(path)
+    _timed_hook(_claude_call(2, "ls")[0], env)  # answered: the server waits for the next one
+    path.unlink()
+    # Not after its 600 s idle time: within a look or two (LOOK_SECONDS, 0.5 s).
+    assert _gone(pid, 5.0), "the server kept running without its socket"
+    _timed_hook(_claude_call(3, "ls")[0], env)  # alone; it starts a new server
+    assert _server_pid(wait_for_hook_server(tmp_path / "state")) != pid
