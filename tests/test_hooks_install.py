@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -582,3 +583,36 @@ def test_install_names_the_profile_the_hook_runs_and_why(
     project = str(tmp_path / "proj")
     assert main(["hooks", "install", "claude-code", "--project", project, *options]) == 0
     assert f"  {line}\n" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_uninstall_ends_the_resident_hook_server(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from _support import wait_for_hook_server
+
+    assert main(["hooks", "install", "claude-code"]) == 0
+    event = (DATA / "claude-code" / "hook-events" / "PreToolUse.json").read_text()
+    env = {**os.environ, "LOOPWARDEN_HOOK_SERVER": "1", "LOOPWARDEN_HOOK_IDLE": "600"}
+    argv = [sys.executable, "-m", "loopwarden", "hook", "claude-code"]
+    subprocess.run(
+        argv, input=event, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    path = wait_for_hook_server(tmp_path / "state")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(path))
+        raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    pid = int.from_bytes(raw[:4], sys.byteorder)
+    capsys.readouterr()
+    assert main(["hooks", "uninstall", "claude-code"]) == 0
+    assert "hook server was stopped" in capsys.readouterr().out
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if stat == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{pid}").exists(), "the server outlived hooks uninstall"

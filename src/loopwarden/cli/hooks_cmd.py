@@ -255,6 +255,10 @@ def _uninstall(args: argparse.Namespace) -> int:
         print("  the file holds the bytes it had before loopwarden's install again")
     elif done == "removed":
         print("  the file held nothing else and was created by loopwarden: removed")
+    from loopwarden.hooks._client import stop_servers
+
+    if stop_servers():  # it would otherwise stay until idle; a hook still installed starts one
+        print("  the resident hook server was stopped")
     return 0
 
 

@@ -222,6 +222,25 @@ def retire(path: str, inode: int) -> bool:
         return True
 
 
+def stop_servers() -> int:
+    """Take every resident hook server's socket in the user's state folder away (each leaves
+    within ``_server.LOOK_SECONDS``; the next hook event starts a new one); how many."""
+    folder = state_folder()
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("hookd-") and n.endswith(".sock")]
+    except OSError:
+        return 0
+    stopped = 0
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            inode = os.stat(path).st_ino
+        except OSError:
+            continue
+        stopped += retire(path, inode)
+    return stopped
+
+
 class _start_lock:
     """``PATH.lock``, held while a socket is put in place or taken away (``with ... as held``:
     False when it stayed busy for a second, which a normal holder never keeps it)."""
