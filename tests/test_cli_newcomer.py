@@ -204,13 +204,17 @@ def test_hooks_status_names_no_other_cli_for_a_missing_program(
     assert main(["hooks", "install", "claude-code"]) == 0
     settings = home / ".claude" / "settings.json"
     command = json.loads(settings.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
-    program = command.split("[ -x ", 1)[1].split()[0]  # the fail-open wrapper tests the program
+    from loopwarden.hooks._install import parse_command
+
+    parsed = parse_command(command)
+    assert parsed is not None
+    program = parsed.program[0]
     settings.write_text(settings.read_text().replace(program, "/gone/python"))
     capsys.readouterr()
     assert main(["hooks", "status", "claude-code", "--output", "json"]) == 1
     targets = json.loads(capsys.readouterr().out)["targets"]
     (problem,) = next(t for t in targets if t["scope"] == "user")["problems"]
-    assert "'/gone/python' is missing" in problem and "Gemini CLI then blocks" not in problem
+    assert "/gone/python is missing" in problem and "Gemini CLI then blocks" not in problem
 
 
 def test_hook_help_gives_the_real_default_database() -> None:

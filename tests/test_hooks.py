@@ -3,7 +3,7 @@
 The payloads are the ones Claude Code 2.1, Codex 0.171 and Gemini CLI 0.61 really sent
 (tests/data/coding_agents/*/hook-events/, captured against a local fake model); the end-to-end
 tests with the CLIs themselves are in tests/coding_agents/. Here the command runs in-process
-(``hook_cmd.handle``) for the many-call scenarios, and as a real process where stdin, stdout,
+(``handler.handle``) for the many-call scenarios, and as a real process where stdin, stdout,
 the exit code, concurrency and the state file matter.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from loopwarden.cli import hook_cmd
 from loopwarden.hooks import _codex_exit
+from loopwarden.hooks import _handler as handler
 from loopwarden.hooks._codex_exit import command_failed
 from loopwarden.hooks._protocol import STOPPED_TURN, parse_event
 from loopwarden.hooks._state import read_problem
@@ -35,7 +35,7 @@ DATA = Path(__file__).parent / "data" / "coding_agents"
 # result, calls counted from 1: once `critical` identical results are in, the next call is
 # blocked; the call one before it gets the last-chance warning; the run stops at the block that
 # makes `stopAfterBlocks` (a retried blocked call counts, so it is the next one).
-CONFIG = hook_cmd.hook_config(None, [])
+CONFIG = handler.hook_config(None, [])
 WARNED = CONFIG.consecutive_critical_threshold
 BLOCKED = WARNED + 1
 STOPPED = BLOCKED + CONFIG.stop_after_blocks - 1
@@ -56,7 +56,7 @@ class Hook:
         self.agent, self.db, self.overrides = agent, db, overrides or []
 
     def send(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        text = hook_cmd.handle(self.agent, json.dumps(event), None, self.overrides, str(self.db))
+        text = handler.handle(self.agent, json.dumps(event), None, self.overrides, str(self.db))
         return json.loads(text) if text else None
 
 
@@ -334,13 +334,13 @@ def test_a_config_file_means_what_it_says(
     denied = None
     for n in range(1, 23):
         pre, post = _claude_call(n, "npm test")
-        text = hook_cmd.handle(
+        text = handler.handle(
             "claude-code", json.dumps(pre), path and str(path), overrides, str(tmp_path / "runs.db")
         )
         if text and json.loads(text)["hookSpecificOutput"].get("permissionDecision") == "deny":
             denied = n
             break
-        hook_cmd.handle(
+        handler.handle(
             "claude-code",
             json.dumps(post),
             path and str(path),
@@ -749,7 +749,7 @@ def test_a_lone_surrogate_in_a_tool_name_is_answered_and_warnings_are_kept(
 
 def test_a_huge_tool_output_is_hashed_in_time_and_compared_exactly(db: Path) -> None:
     hook = Hook("claude-code", db)
-    big = "x" * (hook_cmd.MAX_TEXT_CHARS * 8)
+    big = "x" * (handler.MAX_TEXT_CHARS * 8)
     answers = []
     for n, output in enumerate([big, big, big + "y", big + "y"], start=1):
         pre = payload("claude-code", "PreToolUse", tool_use_id=f"t{n}")
@@ -767,7 +767,7 @@ def test_an_event_over_the_size_cap_is_drained_and_the_call_proceeds(
     env: dict[str, str],
 ) -> None:
     post = payload("claude-code", "PostToolUse")
-    post["tool_response"] = {"stdout": "x" * (hook_cmd.MAX_EVENT_BYTES + 10), "stderr": ""}
+    post["tool_response"] = {"stdout": "x" * (handler.MAX_EVENT_BYTES + 10), "stderr": ""}
     done = run_hook("claude-code", json.dumps(post), env)
     assert done.returncode == 0 and done.stdout == ""
     assert "larger than 16 MiB" in done.stderr and done.stderr.count("\n") == 1
@@ -1056,3 +1056,124 @@ def test_a_side_file_that_vanishes_while_checked_is_not_a_problem(
     with _state.private_files():
         key = _state.prepare(db, own_folder=True)
     assert len(key) == 32
+
+
+def _server_pid(path: Path) -> int:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(path))
+        raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(raw[:4], sys.byteorder)
+
+
+def _gone(pid: int, within: float) -> bool:
+    """Whether process ``pid`` (not our child: the server is detached) ends within ``within`` s."""
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _timed_hook(event: dict[str, Any], env: dict[str, str]) -> tuple[str, float]:
+    import time
+
+    start = time.monotonic()
+    done = run_hook("claude-code", json.dumps(event), env)
+    took = time.monotonic() - start
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return done.stdout, took
+
+
+# A bound on a behaviour, not a speed goal: an event normally takes ~20 ms through the server
+# (plus the process start); one that meets a hung server waits _client.TAKE_SECONDS, then works
+# alone. A hook kept waiting on a hung server (25 s before) fails it.
+HANG_BOUND = 3.0 + 2.0  # the 3 s the client allows itself, and room for the process start
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_a_stopped_server_is_bypassed_and_replaced_and_loops_are_still_refused(
+    tmp_path: Path,
+) -> None:
+    import signal
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    pre, post = _claude_call(1, "npm test")
+    _timed_hook(pre, env)
+    pid = _server_pid(wait_for_hook_server(tmp_path / "state"))
+    _timed_hook(post, env)
+    os.kill(pid, signal.SIGSTOP)  # stalled between two events: connect() still succeeds
+    try:
+        answers = []
+        for n in range(2, BLOCKED + 1):
+            pre, post = _claude_call(n, "npm test")
+            out, took = _timed_hook(pre, env)
+            assert took < HANG_BOUND, f"call {n} waited {took:.1f} s"
+            answers.append(out)
+            _, took = _timed_hook(post, env)
+            assert took < HANG_BOUND
+        # The same decisions as ever: warned at WARNED, refused at BLOCKED (same state).
+        assert "WARNING" in answers[WARNED - 2] and _denied(json.loads(answers[-1]))
+        # Another server took the socket over, and serves.
+        fresh = _server_pid(wait_for_hook_server(tmp_path / "state"))
+        assert fresh != pid
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _gone(pid, 10.0), "the stopped server did not step aside once it ran again"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_a_server_busy_with_a_slow_request_is_bypassed(tmp_path: Path) -> None:
+    import socket
+
+    from loopwarden.hooks._client import TAKEN
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "LOOPWARDEN_HOOK_SERVER": "1"}
+    _timed_hook(_claude_call(1, "ls")[0], env)
+    path = wait_for_hook_server(tmp_path / "state")
+    pid = _server_pid(path)
+    # A request that never ends: the server, which serves one connection at a time, waits on it.
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        slow.connect(str(path))
+        assert slow.recv(1) == TAKEN
+        slow.sendall(b"17:loopwarden-hook-2")
+        answers = []
+        for n in range(2, 2 + WARNED):
+            pre, post = _claude_call(n, "npm test")
+            out, took = _timed_hook(pre, env)
+            assert took < HANG_BOUND, f"call {n} waited {took:.1f} s"
+            answers.append(out)
+            _timed_hook(post, env)
+        assert "WARNING" in answers[-1] and answers[:-1] == [""] * (WARNED - 1)
+        assert _server_pid(wait_for_hook_server(tmp_path / "state")) != pid
+    finally:
+        slow.close()
+    assert _gone(pid, 10.0), "the replaced server did not leave after its slow request"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_a_server_whose_socket_is_gone_steps_aside_at_once(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "LOOPWARDEN_HOOK_SERVER": "1",
+        "LOOPWARDEN_HOOK_IDLE": "600",
+    }
+    _timed_hook(_claude_call(1, "ls")[0], env)
+    path = wait_for_hook_server(tmp_path / "state")
+    pid = _server_pid(path)
+    _timed_hook(_claude_call(2, "ls")[0], env)  # answered: the server waits for the next one
+    path.unlink()
+    # Not after its 600 s idle time: within a look or two (LOOK_SECONDS, 0.5 s).
+    assert _gone(pid, 5.0), "the server kept running without its socket"
+    _timed_hook(_claude_call(3, "ls")[0], env)  # alone; it starts a new server
+    assert _server_pid(wait_for_hook_server(tmp_path / "state")) != pid

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,50 @@ def test_the_installed_command_runs_whatever_the_path(tmp_path: Path, home: Path
     assert (tmp_path / "s" / "loopwarden" / "runs.db").is_file()
 
 
+def test_installed_from_a_venv_python_the_command_runs_that_venv(
+    tmp_path: Path, home: Path
+) -> None:
+    # A venv's bin/python is a link to the base interpreter; only through the link does it see
+    # the venv's packages. Here loopwarden is importable in the new venv alone (a .pth file), so
+    # a command naming the link's target could not run it (or would run another loopwarden).
+    import venv
+
+    folder = tmp_path / "venv"
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(folder)
+    python = folder / "bin" / "python"
+    assert python.is_symlink()
+    (site,) = folder.glob("lib/python*/site-packages")
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    (site / "loopwarden-test.pth").write_text("\n".join(paths) + "\n")
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": ""}
+    done = subprocess.run(
+        [str(python), "-m", "loopwarden", "hooks", "install", "gemini-cli"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    settings = read(home / ".gemini" / "settings.json")
+    command = settings["hooks"]["BeforeAgent"][0]["hooks"][0]["command"]
+    parsed = parse_command(command)
+    assert parsed is not None and parsed.program == [str(python), "-m", "loopwarden"]
+    event = json.loads((DATA / "gemini-cli" / "hook-events" / "BeforeAgent.json").read_text())
+    ran = subprocess.run(
+        command,
+        shell=True,
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env={"PATH": "/nonexistent", "HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "s")},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert (tmp_path / "s" / "loopwarden" / "runs.db").is_file()
+
+
 def test_a_settings_file_with_comments_is_left_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -170,7 +215,9 @@ def test_status_reports_problems_with_exit_code_1(
     assert main(args) == 1
     report = json.loads(capsys.readouterr().out)
     user = next(t for t in report["targets"] if t["scope"] == "user")
-    assert user["installed"] and any("'/gone/python' is missing" in p for p in user["problems"])
+    assert user["installed"] and any(
+        "interpreter /gone/python is missing" in p for p in user["problems"]
+    )
 
 
 # -- the settings files are the user's ---------------------------------------------------------
@@ -328,7 +375,7 @@ def test_install_keeps_the_files_own_indentation(tmp_path: Path) -> None:
     assert settings.read_text().startswith('{\n    "model": "sonnet",\n    "hooks": {\n        "')
 
 
-# -- the installed command fails open when its program is gone ---------------------------------
+# -- the installed command fails open whatever breaks ------------------------------------------
 
 
 def _run_command(command: str, stdin: str = "{}") -> subprocess.CompletedProcess[str]:
@@ -337,30 +384,123 @@ def _run_command(command: str, stdin: str = "{}") -> subprocess.CompletedProcess
     )
 
 
+def _venv(folder: Path, pth: list[str] | None = None) -> Path:
+    """A new venv's python (a link to the base interpreter), with only ``pth`` on its path."""
+    import venv
+
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(folder)
+    if pth is not None:
+        (site,) = folder.glob("lib/python*/site-packages")
+        (site / "extra.pth").write_text("\n".join(pth) + "\n")
+    return folder / "bin" / "python"
+
+
+def _broken(case: str, tmp_path: Path) -> list[str]:
+    """A hook program broken as ``case`` says."""
+    if case == "program missing":
+        return [str(tmp_path / "gone" / "loopwarden")]
+    if case == "interpreter gone":  # a console script whose venv's python was deleted
+        python = _venv(tmp_path / "old")
+        script = tmp_path / "bin" / "loopwarden"
+        script.parent.mkdir()
+        script.write_text(f"#!{python}\nfrom loopwarden.cli import main\nmain()\n")
+        script.chmod(0o755)
+        python.unlink()
+        return [str(script)]
+    if case == "not executable":
+        script = tmp_path / "bin" / "loopwarden"
+        script.parent.mkdir()
+        script.write_text(f"#!{sys.executable}\n")
+        return [str(script)]
+    if case == "loopwarden not importable":  # site-packages without it
+        return [str(_venv(tmp_path / "empty", [])), "-m", "loopwarden"]
+    assert case == "import error inside"
+    package = tmp_path / "damaged" / "loopwarden"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("import loopwarden.hooks._client\n")
+    (package / "hooks").mkdir()
+    (package / "hooks" / "__init__.py").write_text("")
+    (package / "hooks" / "_client.py").write_text("raise ImportError('half an upgrade')\n")
+    return [str(_venv(tmp_path / "dmg", [str(package.parent)])), "-m", "loopwarden"]
+
+
+BROKEN = [
+    "program missing",
+    "interpreter gone",
+    "not executable",
+    "loopwarden not importable",
+    "import error inside",
+]
+
+
+@pytest.mark.parametrize("case", BROKEN)
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
-def test_the_command_exits_0_silently_when_its_program_is_missing(
-    tmp_path: Path, agent: str
+def test_the_command_fails_open_with_one_line_whatever_breaks(
+    tmp_path: Path, agent: str, case: str
 ) -> None:
     from loopwarden.hooks._install import hook_command
 
-    for program in ([str(tmp_path / "gone" / "loopwarden")], [sys.executable, "-m", "loopwarden"]):
-        command = hook_command(agent, [], program, package=tmp_path / "gone" / "loopwarden")
-        done = _run_command(command)
-        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), command
+    command = hook_command(agent, [], _broken(case, tmp_path))
+    event = (DATA / agent / "hook-events").glob("*.json").__next__().read_text()
+    for shell in ("/bin/sh", "/bin/bash", "/usr/bin/zsh"):
+        if not os.access(shell, os.X_OK):
+            continue
+        done = subprocess.run(
+            [shell, "-c", command], input=event, capture_output=True, text=True, timeout=60
+        )
+        assert (done.returncode, done.stdout) == (0, ""), (shell, done.stderr)
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"loopwarden hook {agent} could not run")
+        assert "hooks status" in lines[0]
 
 
-def test_the_command_passes_the_hooks_exit_code_and_answer_through(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", BROKEN)
+def test_status_runs_the_installed_program_and_says_what_broke_and_the_fix(
+    tmp_path: Path, home: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["hooks", "install", "gemini-cli", "--set", "historySize=40"]) == 0
+    assert main(["hooks", "status", "gemini-cli", "--project", str(tmp_path)]) == 0
+    settings = home / ".gemini" / "settings.json"
+    text = settings.read_text()
+    parsed = parse_command(read(settings)["hooks"]["BeforeTool"][0]["hooks"][0]["command"])
+    assert parsed is not None
+    broken = " ".join(_broken(case, tmp_path))
+    settings.write_text(text.replace(" ".join(parsed.program), broken))
+    capsys.readouterr()
+    args = ["hooks", "status", "gemini-cli", "--project", str(tmp_path), "--output", "json"]
+    assert main(args) == 1
+    report = json.loads(capsys.readouterr().out)
+    (user,) = [t for t in report["targets"] if t["scope"] == "user"]
+    (problem,) = user["problems"]
+    said = {
+        "program missing": "is missing",
+        "interpreter gone": "its interpreter",
+        "not executable": "cannot start",
+        "loopwarden not importable": "loopwarden cannot be imported",
+        "import error inside": "half an upgrade",
+    }[case]
+    assert said in problem, problem
+    # The fix: this loopwarden installs the hook again, with the same settings.
+    fix = problem.split("fix: ", 1)[1]
+    assert "hooks install gemini-cli --set historySize=40" in fix
+
+
+def test_the_command_passes_the_hooks_answer_and_its_lines_through(tmp_path: Path) -> None:
     from loopwarden.hooks._install import hook_command
 
     program = tmp_path / "bin" / "loopwarden"
     program.parent.mkdir()
-    program.write_text(
-        '#!/bin/sh\ncat >/dev/null\necho "{\\"args\\": \\"$*\\"}"\necho oops >&2\nexit 2\n'
-    )
+    program.write_text('#!/bin/sh\ncat >/dev/null\necho "{\\"args\\": \\"$*\\"}"\necho oops >&2\n')
     program.chmod(0o755)
     done = _run_command(hook_command("gemini-cli", ["--set", "a b=1"], [str(program)]))
-    assert done.returncode == 2 and done.stderr == "oops\n"
+    assert done.returncode == 0 and done.stderr == "oops\n"
     assert json.loads(done.stdout) == {"args": "hook gemini-cli --set a b=1"}
+    # A program that exits otherwise than 0 is broken (the hook always exits 0): one line.
+    program.write_text("#!/bin/sh\ncat >/dev/null\necho '{}'\necho Traceback >&2\nexit 2\n")
+    done = _run_command(hook_command("gemini-cli", [], [str(program)]))
+    assert done.returncode == 0 and "could not run (exit 2)" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # -- switching off, and the user-level hook standing aside --------------------------------------
@@ -443,3 +583,36 @@ def test_install_names_the_profile_the_hook_runs_and_why(
     project = str(tmp_path / "proj")
     assert main(["hooks", "install", "claude-code", "--project", project, *options]) == 0
     assert f"  {line}\n" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_PEERCRED and /proc")
+def test_uninstall_ends_the_resident_hook_server(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from _support import wait_for_hook_server
+
+    assert main(["hooks", "install", "claude-code"]) == 0
+    event = (DATA / "claude-code" / "hook-events" / "PreToolUse.json").read_text()
+    env = {**os.environ, "LOOPWARDEN_HOOK_SERVER": "1", "LOOPWARDEN_HOOK_IDLE": "600"}
+    argv = [sys.executable, "-m", "loopwarden", "hook", "claude-code"]
+    subprocess.run(
+        argv, input=event, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    path = wait_for_hook_server(tmp_path / "state")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(path))
+        raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    pid = int.from_bytes(raw[:4], sys.byteorder)
+    capsys.readouterr()
+    assert main(["hooks", "uninstall", "claude-code"]) == 0
+    assert "hook server was stopped" in capsys.readouterr().out
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if stat == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{pid}").exists(), "the server outlived hooks uninstall"

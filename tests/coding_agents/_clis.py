@@ -224,3 +224,42 @@ def bulk_emails(project: Path, count_file: Path, calls: int = 30) -> list[str]:
     script.write_text(f'#!/bin/sh\necho "$1" >> {count_file}\necho "{EMAIL_SENT}"\n')
     script.chmod(0o755)
     return [f"./send_email.sh user{n}@example.com" for n in range(1, calls + 1)]
+
+
+def break_the_installed_hook(settings: Path, how: str, folder: Path) -> str:
+    """Rewrite loopwarden's installed hook command in ``settings`` to run a broken loopwarden:
+    ``interpreter gone`` (a console script whose venv's python was deleted) or ``damaged``
+    (a venv's python whose site-packages hold no loopwarden). Returns the broken program."""
+    import json
+    import shlex
+    import venv
+
+    from loopwarden.hooks._install import parse_command
+
+    folder.mkdir(parents=True, exist_ok=True)
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(folder / "venv")
+    python = folder / "venv" / "bin" / "python"
+    if how == "interpreter gone":
+        script = folder / "loopwarden"
+        script.write_text(f"#!{python}\nfrom loopwarden.cli import main\nmain()\n")
+        script.chmod(0o755)
+        python.unlink()
+        broken = [str(script)]
+    else:
+        assert how == "damaged", how
+        broken = [str(python), "-m", "loopwarden"]
+    text = settings.read_text()
+    commands = {
+        entry["command"]
+        for groups in json.loads(text)["hooks"].values()
+        for group in groups
+        for entry in group["hooks"]
+        if parse_command(entry["command"]) is not None
+    }
+    assert len(commands) == 1, commands
+    parsed = parse_command(next(iter(commands)))
+    assert parsed is not None
+    old, new = shlex.join(parsed.program), shlex.join(broken)
+    assert old in text
+    settings.write_text(text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1]))
+    return new

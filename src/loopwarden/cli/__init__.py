@@ -113,8 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["hook"]:  # the hook's fast path (a resident server, else alone)
         from loopwarden.hooks._client import main as hook
+        from loopwarden.hooks._client import plain
 
-        return hook(args_list[1:])
+        if plain(args_list[1:]):  # else --help or a mistake: the parser below says so
+            return hook(args_list[1:])
     if args_list == ["--version"]:  # what argparse's version action does, without argparse
         sys.stdout.write(_version() + "\n")
         raise SystemExit(0)

@@ -6,13 +6,13 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from loopwarden._overrides import apply_overrides
 from loopwarden._terminal import printable
 from loopwarden.core.config import (
     ZERO_CONFIG_PROFILE,
     ConfigError,
     ResolvedConfig,
     load_config,
-    parse_override,
     resolve_config,
     validate_config,
     with_profile_defaults,
@@ -65,22 +65,6 @@ def error_text(exc: Exception) -> str:
         source = printable(exc.source) if exc.source else None
         return str(ConfigError([printable(problem) for problem in exc.problems], source))
     return printable(str(exc))
-
-
-def apply_overrides(block: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``block`` with each ``--set`` applied (nested keys by dots)."""
-    merged: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in block.items()}
-    for text in overrides:
-        path, value = parse_override(text)
-        target = merged
-        for part in path[:-1]:
-            child = target.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                target[part] = child
-            target = child
-        target[path[-1]] = value
-    return merged
 
 
 def config_block_from_args(

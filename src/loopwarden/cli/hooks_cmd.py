@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 from loopwarden._terminal import printable
 from loopwarden.cli._options import add_config_options, error_text
 from loopwarden.hooks._install import (
+    HookCommand,
     SettingsError,
     Target,
     dump_settings,
@@ -34,6 +36,7 @@ from loopwarden.hooks._install import (
     parse_command,
     restore_settings,
     settings_path,
+    this_program,
     uninstall,
     write_settings,
 )
@@ -167,6 +170,11 @@ def _install(args: argparse.Namespace) -> int:
         print(f"  note:    {_AFTERWORD[args.agent]}")
     print("Why a call was blocked: loopwarden runs list --blocked, then loopwarden runs show RUN")
     print(f"Switch it off for one session: {DISABLE_VARIABLE}=1 {_COMMANDS[args.agent]}")
+    parsed = parse_command(command)
+    broken = probe(parsed) if parsed is not None else "the command cannot be read"
+    if broken is not None:  # installed, but it would let every call through unchecked
+        print(f"problem: {printable(broken)}: the hook lets every call through", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -214,8 +222,8 @@ def _checked_options(args: argparse.Namespace) -> list[str]:
 
 def _profile_line(args: argparse.Namespace) -> str:
     """Which profile the installed hook runs, and why (a file means what it says)."""
-    from loopwarden.cli.hook_cmd import hook_config
     from loopwarden.core.config import parse_override
+    from loopwarden.hooks._handler import hook_config
 
     # install has checked every --set strictly before this runs, so parse_override cannot fail
     resolved = hook_config(args.config, args.overrides)
@@ -247,6 +255,10 @@ def _uninstall(args: argparse.Namespace) -> int:
         print("  the file holds the bytes it had before loopwarden's install again")
     elif done == "removed":
         print("  the file held nothing else and was created by loopwarden: removed")
+    from loopwarden.hooks._client import stop_servers
+
+    if stop_servers():  # it would otherwise stay until idle; a hook still installed starts one
+        print("  the resident hook server was stopped")
     return 0
 
 
@@ -322,27 +334,29 @@ def _inspect(target: Target) -> dict[str, Any]:
             f"no loopwarden entry for {', '.join(missing)}: run 'loopwarden hooks install' again"
         )
     for command in sorted({c for commands in found.values() for c in commands}):
-        report["problems"].extend(_command_problems(command))
+        report["problems"].extend(_command_problems(command, target))
     return report
 
 
-def _command_problems(command: str) -> list[str]:
+def _command_problems(command: str, target: Target | None = None) -> list[str]:
     parsed = parse_command(command)
     if parsed is None:  # installed() found it, so it parses; kept for the type checker
         return [f"the hook's command cannot be read: {command!r}"]
     program = parsed.program[0]
-    if not parsed.needs:  # written before the command tested for its own program
-        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-            return [
-                f"the hook's program {program!r} is missing: the CLI cannot run it (Gemini CLI "
-                "then refuses every prompt); run 'loopwarden hooks install' again (the new "
-                "command lets every call through when loopwarden is gone)"
-            ]
-    elif not (os.access(parsed.needs[0], os.X_OK) and all(map(os.path.isfile, parsed.needs))):
+    broken = probe(parsed)
+    if broken is not None:
+        fix = shlex.join(reinstall_command(parsed, target))
+        if parsed.form == "bare":
+            consequence = "the CLI cannot run it (Gemini CLI then refuses every prompt)"
+        else:
+            consequence = "the hook lets every call through unchecked"
+        return [f"{broken}: {consequence}; fix: {fix} (or loopwarden hooks uninstall)"]
+    if parsed.form != "fail-open":
+        fix = shlex.join(reinstall_command(parsed, target))
         return [
-            f"the hook's program {program!r} is missing (loopwarden was uninstalled or moved): "
-            "the hook lets every call through unchecked; run 'loopwarden hooks install' again "
-            "with the loopwarden you use, or 'loopwarden hooks uninstall'"
+            f"the hook's command was written by an older loopwarden: should {program!r} or "
+            f"its packages break, the CLI would get an error (Gemini CLI refuses every prompt); "
+            f"fix: {fix}"
         ]
     from loopwarden.cli._options import config_block_from_args
 
@@ -356,6 +370,91 @@ def _command_problems(command: str) -> list[str]:
     except ValueError as exc:
         return [f"the hook's config is invalid: {exc}"]
     return []
+
+
+_PROBE_EVENTS = {
+    "claude-code": {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "1"},
+    "codex": {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": "1"},
+    "gemini-cli": {"hook_event_name": "BeforeTool", "tool_name": "run_shell_command"},
+}
+
+
+def probe(parsed: HookCommand, timeout: float = 30.0) -> str | None:
+    """Run the installed hook's program as the CLI would, on one harmless tool call, with a
+    throw-away state file: what is broken (its program or interpreter gone, loopwarden not
+    importable, a failure inside it), or None when it answers cleanly."""
+    import subprocess
+    import tempfile
+
+    program = parsed.program[0]
+    if not os.path.exists(program):
+        what = "interpreter" if parsed.program[1:2] == ["-m"] else "program"
+        return f"the hook's {what} {program} is missing (uninstalled, moved or upgraded away)"
+    interpreter = _interpreter(program)
+    if interpreter is not None and not os.path.exists(interpreter):
+        return f"the hook's program {program} cannot start: its interpreter {interpreter} is gone"
+    options = [
+        word
+        for i, word in enumerate(parsed.options)
+        if parsed.options[i - (i % 2)] not in ("--db", "--scope")
+    ]
+    event = {"session_id": "loopwarden-hooks-status", "tool_input": {"command": "true"}}
+    event |= _PROBE_EVENTS[parsed.agent]
+    env = {k: v for k, v in os.environ.items() if k != DISABLE_VARIABLE}
+    env["LOOPWARDEN_HOOK_SERVER"] = "0"
+    with tempfile.TemporaryDirectory(prefix="loopwarden-status-") as folder:
+        argv = [*parsed.program, "hook", parsed.agent, *options, "--db", f"{folder}/probe.db"]
+        try:
+            done = subprocess.run(
+                argv,
+                input=json.dumps(event).encode(),
+                capture_output=True,
+                env=env,
+                cwd=folder,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return f"the hook's program {program} did not answer within {timeout:.0f} s"
+        except OSError as exc:
+            return f"the hook's program {program} cannot start ({exc.strerror or exc})"
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    if done.returncode in (126, 127):
+        return f"the hook's program {program} cannot start (exit {done.returncode}: {last})"
+    if done.returncode != 0:
+        if "No module named 'loopwarden" in last or "No module named loopwarden" in last:
+            return f"loopwarden cannot be imported by the hook's program {program} ({last})"
+        return f"the hook's program {program} fails (exit {done.returncode}: {last})"
+    if lines:
+        return f"the hook's program {program} reports a problem: {lines[0].strip()}"
+    return None
+
+
+def _interpreter(program: str) -> str | None:
+    """The interpreter a script names on its ``#!`` line (None for a binary or no such line)."""
+    try:
+        with open(program, "rb") as file:
+            head = file.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].split()
+    return os.fsdecode(words[0]) if words else None
+
+
+def reinstall_command(parsed: HookCommand, target: Target | None) -> list[str]:
+    """The command that installs this hook again with the loopwarden running now (its options
+    kept): what fixes a hook whose program is broken."""
+    options = [
+        word for i, word in enumerate(parsed.options) if parsed.options[i - (i % 2)] != "--scope"
+    ]
+    where = (
+        ["--project", str(target.path.parent.parent)]
+        if target and target.scope == "project"
+        else []
+    )
+    return [*this_program(), "hooks", "install", parsed.agent, *where, *options]
 
 
 def _option_values(words: list[str], option: str) -> list[str]:

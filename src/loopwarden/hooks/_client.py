@@ -23,16 +23,32 @@ from loopwarden.hooks._stdin import read_event
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Literal
 
-PROTOCOL = b"loopwarden-hook-1"
+PROTOCOL = b"loopwarden-hook-2"
 _AGENTS = ("claude-code", "codex", "gemini-cli")
 _VALUED = ("--config", "--set", "--db", "--scope")
-_TIMEOUT = 25.0  # seconds for the server's answer: under the 30 s the CLIs give a hook
+TAKEN = b"+"
+"""The server's first byte on a connection: it took it, and the client sends its request only
+then (a request never waits in the queue of a server that may not be serving any more)."""
+TAKE_SECONDS = 0.5
+"""How long a hook waits for the server to take its connection. A healthy server takes one in
+well under a millisecond when idle, and after the events before it when busy (each ~5-20 ms;
+bench/bench_hook_hang.py measures both); a server that does not within this time is stopped,
+stalled or stuck on a slow request (it serves one connection at a time): the hook works alone
+and replaces it."""
+ANSWER_SECONDS = 2.0
+"""How long a hook waits for the answer once the server took its request (an event takes
+~5-20 ms). With :data:`TAKE_SECONDS` and the event handled alone after it, no event waits much
+more than 2.5 s on a server that hangs, and only until one hook has replaced it."""
 _UNIX_PATH_MAX = 107  # sun_path on Linux, less its terminating NUL
 
 
 def main(argv: "Sequence[str]") -> int:
-    """``loopwarden hook ARGS``: through the server when there is one, else alone; exit 0."""
+    """``loopwarden hook ARGS``: through the server when there is one, else alone; exit 0.
+
+    The caller checked :func:`plain` (anything else goes to the command line's parser).
+    """
     args = list(argv)
     from loopwarden.hooks._scope import scope_of, skip
 
@@ -40,23 +56,23 @@ def main(argv: "Sequence[str]") -> int:
         with suppress(OSError):
             sys.stdin.buffer.read()  # the CLI is writing the event: take it, never a broken pipe
         return 0
-    if not _plain(args) or os.environ.get("LOOPWARDEN_HOOK_SERVER") == "0":
-        from loopwarden.cli.hook_cmd import main as alone
-
-        return alone(args)  # reads stdin itself
+    if os.environ.get("LOOPWARDEN_HOOK_SERVER") == "0":
+        return _alone(args, "unread")  # reads stdin itself
     try:
         data = read_event(sys.stdin.buffer)
     except OSError:
         return _alone(args, b"")
     path = socket_path()
-    reply = None if path is None else _ask(path, args, data)
-    if reply is None:  # no server: this event alone, then a server for the next ones
+    reply = _ask(path, args, data) if path is not None else None
+    if not isinstance(reply, tuple):  # no server to answer: this event alone, then a server
         code = _alone(args, data)
         if path is None:  # the folder may be new, made private just now, or not there (--db)
             with suppress(OSError):
                 os.makedirs(state_folder(), mode=0o700, exist_ok=True)
             path = socket_path()
         if path is not None:
+            if isinstance(reply, int):  # that server hangs: it steps aside once it can see
+                retire(path, reply)
             _start_server(path)
         return code
     out, err = reply
@@ -68,25 +84,30 @@ def main(argv: "Sequence[str]") -> int:
     return 0
 
 
-def _plain(args: list[str]) -> bool:
-    """Whether ``args`` are a plain ``AGENT [--config F] [--set K=V]... [--db F]`` (no help)."""
+def plain(args: "Sequence[str]") -> bool:
+    """Whether ``args`` are a plain ``AGENT [--config F] [--set K=V]... [--db F] [--scope S]``
+    (as ``_handler.parse_args`` reads them); help and mistakes are the command line's."""
     if not args or args[0] not in _AGENTS:
         return False
     i = 1
     while i < len(args):
         word = args[i]
         if word in _VALUED and i + 1 < len(args):
+            name, value = word, args[i + 1]
             i += 2
         elif word.split("=", 1)[0] in _VALUED and "=" in word:
+            name, value = word.split("=", 1)
             i += 1
         else:
+            return False
+        if name == "--scope" and value not in ("user", "project"):
             return False
     return True
 
 
-def _alone(args: list[str], data: bytes | None) -> int:
-    """The event ``data`` (None: over the cap) handled in this process."""
-    from loopwarden.cli.hook_cmd import main as alone
+def _alone(args: list[str], data: "bytes | Literal['unread'] | None") -> int:
+    """The event ``data`` (None: over the cap; "unread": still on stdin) handled here."""
+    from loopwarden.hooks._handler import main as alone
 
     return alone(args, data)
 
@@ -150,31 +171,106 @@ def _tag() -> str:
 # -- the exchange --------------------------------------------------------------------------------
 
 
-def _ask(path: str, args: list[str], data: bytes | None) -> tuple[bytes, bytes] | None:
-    """The server's (stdout, stderr) for this event; None when no server took the request."""
+def _ask(path: str, args: list[str], data: bytes | None) -> tuple[bytes, bytes] | int | None:
+    """The server's (stdout, stderr) for this event; None when no server listens, or the
+    socket's inode when the server there did not take the request or answer it in time."""
     import _socket
 
+    try:
+        inode = os.stat(path).st_ino
+    except OSError:
+        return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        sock.settimeout(_TIMEOUT)
+        sock.settimeout(TAKE_SECONDS)
         try:
             sock.connect(path)
+        except TimeoutError:  # its queue is full: it does not take connections
+            return inode
+        except OSError:
+            return None  # nobody listening (a server that died left its socket)
+        try:
             if _peer_uid(sock) != os.geteuid():
                 return None
+            if sock.recv(1) != TAKEN:
+                return inode  # closed at once: a server leaving, or not one of ours
+            sock.settimeout(ANSWER_SECONDS)
             sock.sendall(encode_request(args, data))
             sock.shutdown(_socket.SHUT_WR)
-        except OSError:
-            return None  # nobody listening, or gone before reading: the event was not handled
-        try:
             fields = decode(_read_all(sock))
-        except (OSError, ValueError) as exc:  # taken, but no answer: it may have been counted
-            message = f"loopwarden hook {args[0]}: no answer from the hook server ({exc})"
-            return b"", (message + "; the call proceeds\n").encode()
+        except (OSError, ValueError):  # no answer in time (stopped, stalled, slow), or a bad one
+            return inode
         if len(fields) != 2:
-            return b"", f"loopwarden hook {args[0]}: bad answer from the hook server\n".encode()
+            return inode
         return fields[0], fields[1]
     finally:
         sock.close()
+
+
+def retire(path: str, inode: int) -> bool:
+    """Take the socket of a server that hangs away, if it is still ``inode``: hooks stop waiting
+    for it, the next one starts a server in its place, and it leaves when it runs again."""
+    with _start_lock(path) as held:
+        if not held:
+            return False
+        try:
+            if os.stat(path).st_ino != inode:
+                return False  # already replaced
+            os.unlink(path)
+        except OSError:
+            return False
+        return True
+
+
+def stop_servers() -> int:
+    """Take every resident hook server's socket in the user's state folder away (each leaves
+    within ``_server.LOOK_SECONDS``; the next hook event starts a new one); how many."""
+    folder = state_folder()
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("hookd-") and n.endswith(".sock")]
+    except OSError:
+        return 0
+    stopped = 0
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            inode = os.stat(path).st_ino
+        except OSError:
+            continue
+        stopped += retire(path, inode)
+    return stopped
+
+
+class _start_lock:
+    """``PATH.lock``, held while a socket is put in place or taken away (``with ... as held``:
+    False when it stayed busy for a second, which a normal holder never keeps it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path + ".lock"
+        self.fd = -1
+
+    def __enter__(self) -> bool:
+        import fcntl
+        import time
+
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return False
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # releases the lock
+            self.fd = -1
 
 
 def _peer_uid(sock: object) -> int:

@@ -87,19 +87,35 @@ def hook_command(
 ) -> str:
     """The command line the CLI runs: this loopwarden, by absolute path, whatever PATH it has.
 
-    It is wrapped in a test that its program still exists (``if [ -x PROGRAM ]; then exec
-    ...; fi``): after ``pip uninstall loopwarden`` the hook exits 0 with no answer, so the CLI
-    goes on unguarded instead of refusing (Gemini CLI takes a hook that cannot start for a
-    refusal of every prompt). When the program is there, ``exec`` hands it the hook's stdin,
-    stdout, stderr and exit code unchanged. ``package`` is the loopwarden package a
-    ``python -m loopwarden`` command needs (default: this one).
+    It fails open whatever breaks: the program runs with its stderr kept aside, and when it
+    does not exit 0 (a program or interpreter gone, a damaged install: 126, 127, a traceback)
+    the command still exits 0 with no answer and one short line on stderr, so the CLI goes on
+    unguarded instead of refusing (Gemini CLI takes a hook that fails for a refusal of every
+    prompt). When it runs, its answer (stdout) goes straight to the CLI and its stderr lines
+    follow. ``package`` is unused (kept for callers of the older form).
     """
     words = [*(program or this_program()), "hook", agent, *options]
-    return _wrap(words, _guard(words, package))
+    return _fail_open(words, agent)
+
+
+_FAILED = (
+    "loopwarden hook {agent} could not run (exit $s), so the call proceeds unchecked: "
+    "run loopwarden hooks status"
+)
+
+
+def _fail_open(words: list[str], agent: str) -> str:
+    """``words`` run by a POSIX shell: stdout to the CLI, stderr held, exit 0 whatever happens."""
+    message = _FAILED.format(agent=agent)
+    return (
+        f"{{ e=$({shlex.join(words)} 2>&1 >&3 3>&-); s=$?; }} 3>&1; "
+        """if [ "$s" = 0 ]; then [ -z "$e" ] || printf '%s\\n' "$e" >&2; """
+        f'else echo "{message}" >&2; fi; exit 0'
+    )
 
 
 def _guard(words: list[str], package: Path | None) -> str:
-    """The shell test that the hook's program (and, for ``-m``, its package) is installed."""
+    """The shell test of the older form (``if [ -x PROGRAM ]; then exec ...; fi``)."""
     tests = [f"[ -x {shlex.quote(words[0])} ]"]
     if words[1:3] == ["-m", "loopwarden"]:
         folder = package or Path(__file__).resolve().parent.parent
@@ -112,25 +128,35 @@ def _wrap(words: list[str], guard: str) -> str:
 
 
 def this_program() -> list[str]:
-    """How to start the loopwarden that is running now, by absolute path."""
+    """How to start the loopwarden that is running now, by absolute path.
+
+    The interpreter is named as it was started, not with its symbolic links resolved: a virtual
+    environment's ``bin/python`` is a link to the base interpreter, and only started through
+    the link does it run with the environment's packages (loopwarden among them).
+    """
     script = Path(sys.argv[0])
     if script.name == "loopwarden" and script.is_file():
         return [str(script.resolve())]
-    return [str(Path(sys.executable).resolve()), "-m", "loopwarden"]
+    return [os.path.abspath(sys.executable), "-m", "loopwarden"]
 
 
 @dataclass(frozen=True)
 class HookCommand:
-    """A command ``hooks install`` wrote, read back: its program, agent, options, and the
-    files its guard tests for (empty for a command written before the guard existed)."""
+    """A command ``hooks install`` wrote, read back: its program, agent, options, the files its
+    guard tests for (older forms; empty for the bare one), and its form: ``fail-open`` (this
+    loopwarden's), ``guarded`` (``if [ -x ... ]; then exec ...``) or ``bare``."""
 
     program: list[str]
     agent: str
     options: list[str]
     needs: list[str]
+    form: str = "fail-open"
 
 
 _WRAPPED = re.compile(r"if (?P<guard>.+?); then exec (?P<command>.+); fi", re.DOTALL)
+_FAIL_OPEN = re.compile(
+    r"\{ e=\$\((?P<command>.+?) 2>&1 >&3 3>&-\); s=\$\?; \} 3>&1; .*", re.DOTALL
+)
 _GUARD_TEST = re.compile(r"\[ -[xf] (?P<path>.+?) \]")
 _OPTIONS = frozenset({"--config", "--set", "--db", "--scope"})
 
@@ -138,8 +164,10 @@ _OPTIONS = frozenset({"--config", "--set", "--db", "--scope"})
 def parse_command(command: str) -> HookCommand | None:
     """The parts of a command exactly as ``hooks install`` writes it; ``None`` for any other
     command, including a user's own wrapper around ``loopwarden hook`` (never ours to touch)."""
-    wrapped = _WRAPPED.fullmatch(command)
-    words = command_words(wrapped.group("command") if wrapped else command)
+    fail_open = _FAIL_OPEN.fullmatch(command)
+    wrapped = None if fail_open else _WRAPPED.fullmatch(command)
+    inner = fail_open or wrapped
+    words = command_words(inner.group("command") if inner else command)
     if words[:1] and Path(words[0]).name == "loopwarden":
         program = words[:1]
     elif words[1:3] == ["-m", "loopwarden"]:
@@ -152,14 +180,20 @@ def parse_command(command: str) -> HookCommand | None:
     options = rest[2:]
     if len(options) % 2 or any(name not in _OPTIONS for name in options[::2]):
         return None
+    if fail_open is not None:
+        if _fail_open(words, rest[1]) != command:
+            return None
+        return HookCommand(program, rest[1], options, [words[0]])
     if wrapped is None:  # written by an older loopwarden: the bare command
-        return HookCommand(program, rest[1], options, []) if shlex.join(words) == command else None
+        if shlex.join(words) != command:
+            return None
+        return HookCommand(program, rest[1], options, [], "bare")
     guard = wrapped.group("guard")
     needs = [(command_words(m.group("path")) or [""])[0] for m in _GUARD_TEST.finditer(guard)]
     expected = _guard(words, Path(needs[1]).parent if len(needs) > 1 else None)
     if not needs or needs[0] != words[0] or _wrap(words, expected) != command:
         return None
-    return HookCommand(program, rest[1], options, needs)
+    return HookCommand(program, rest[1], options, needs, "guarded")
 
 
 def is_ours(entry: object, agent: str) -> bool:

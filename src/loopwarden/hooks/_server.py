@@ -10,52 +10,77 @@ event (so hook processes working alone at the same moment stay consistent with i
 saves is the start-up: the imports, the config, and the opened state file are kept between
 events.
 
-One server per interpreter and loopwarden install (the socket's name says which), held by a
-lock file: a second one started at the same moment leaves at once. It leaves after
-``LOOPWARDEN_HOOK_IDLE`` seconds without a request (600 by default), or when its socket is
-removed or replaced.
+One server per interpreter and loopwarden install (the socket's name says which). A server
+starting where a socket answers leaves at once; the lock file ``SOCKET.lock`` is held only while a
+socket is put in place or taken away. It leaves after ``LOOPWARDEN_HOOK_IDLE`` seconds without a
+request (600 by default), and within half a second of its socket being removed or replaced: by
+``hooks uninstall``, by a user, or by a hook that found it hung (it did not take a connection
+within ``_client.TAKE_SECONDS``, or did not answer within ``_client.ANSWER_SECONDS``) and started
+another in its place.
 """
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, suppress
 
-from loopwarden.hooks._client import PROTOCOL, _peer_uid, _read_all, decode, encode
+from loopwarden.hooks._client import (
+    PROTOCOL,
+    TAKEN,
+    _peer_uid,
+    _read_all,
+    _start_lock,
+    decode,
+    encode,
+)
 
 IDLE_SECONDS = 600.0
 """How long the server waits for a request before it leaves (``LOOPWARDEN_HOOK_IDLE``)."""
+LOOK_SECONDS = 0.5
+"""How often an idle server looks whether its socket is still there (it leaves when not)."""
 
 
 def main(argv: list[str]) -> int:
-    """Serve on the socket ``argv[0]`` until idle; 0 also when another server holds it."""
+    """Serve on the socket ``argv[0]`` until idle or replaced; 0 also when another serves."""
     path = argv[0]
     os.umask(0o077)
     os.chdir("/")  # pins no folder; each request names its own
-    with open(path + ".lock", "a+b") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return 0  # another server has it
-        with suppress(FileNotFoundError):
-            os.unlink(path)  # left by a server that died: we hold the lock, nobody listens
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-            server.bind(path)
-            os.chmod(path, 0o600)  # like every file of the folder (connecting needs write)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        with _start_lock(path) as held:
+            if not held or _answers(path):
+                return 0  # another server has it
+            # Bound under a name no longer than the socket's, then renamed into place.
+            fresh = os.path.join(os.path.dirname(path), f"hookd-{os.getpid()}.new")
+            with suppress(FileNotFoundError):
+                os.unlink(fresh)
+            server.bind(fresh)
+            os.chmod(fresh, 0o600)  # like every file of the folder (connecting needs write)
             server.listen(64)
-            server.settimeout(_idle())
+            os.replace(fresh, path)  # a dead server's socket, if any, goes with it
             mine = os.stat(path).st_ino
-            try:
-                _serve(server, path, mine)
-            finally:
-                if _still(path, mine):
+        try:
+            _serve(server, path, mine)
+        finally:
+            with _start_lock(path) as held:
+                if held and _still(path, mine):
                     os.unlink(path)
     return 0
+
+
+def _answers(path: str) -> bool:
+    """Whether a server listens on ``path`` (a socket left by one that died does not)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
 
 
 def _idle() -> float:
@@ -73,25 +98,32 @@ def _still(path: str, inode: int) -> bool:
 
 
 def _serve(server: socket.socket, path: str, inode: int) -> None:
-    from loopwarden.cli import hook_cmd
+    from loopwarden.hooks import _handler
 
-    hook_cmd.serving()
+    _handler.serving()
+    idle = _idle()
+    server.settimeout(min(LOOK_SECONDS, idle))
+    last = time.monotonic()
     while _still(path, inode):
         try:
             conn, _ = server.accept()
         except TimeoutError:
-            return
+            if time.monotonic() - last >= idle:
+                return
+            continue
         with conn:
             conn.settimeout(30.0)
             with suppress(OSError):
                 _answer(conn)
+        last = time.monotonic()
 
 
 def _answer(conn: socket.socket) -> None:
-    from loopwarden.cli.hook_cmd import answer_for
+    from loopwarden.hooks._handler import answer_for
 
     if _peer_uid(conn) != os.geteuid():
         return  # not our user: no answer (the folder is private; this is the second lock)
+    conn.sendall(TAKEN)  # the client sends its request now (one that gave up sends nothing)
     fields = decode(_read_all(conn))
     if len(fields) != 5 or fields[0] != PROTOCOL:
         return  # another version's client: it works alone
