@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from typing import Literal
 
 PROTOCOL = b"loopwarden-hook-2"
-_AGENTS = ("claude-code", "codex", "gemini-cli")
-_VALUED = ("--config", "--set", "--db", "--scope")
 TAKEN = b"+"
 """The server's first byte on a connection: it took it, and the client sends its request only
 then (a request never waits in the queue of a server that may not be serving any more)."""
@@ -85,24 +83,65 @@ def main(argv: "Sequence[str]") -> int:
 
 
 def plain(args: "Sequence[str]") -> bool:
-    """Whether ``args`` are a plain ``AGENT [--config F] [--set K=V]... [--db F] [--scope S]``
-    (as ``_handler.parse_args`` reads them); help and mistakes are the command line's."""
-    if not args or args[0] not in _AGENTS:
-        return False
+    """Whether ``args`` are a plain ``AGENT [--config F] [--set K=V]... [--db F] [--scope S]``;
+    help and mistakes are the command line's."""
+    return parse_args(args) is not None
+
+
+AGENTS = ("claude-code", "codex", "gemini-cli")
+SCOPES = ("user", "project")
+_VALUED = ("--config", "--set", "--db", "--scope")
+
+
+class HookArgs:
+    """The hook's arguments: the CLI it answers, its config, state file and settings scope."""
+
+    __slots__ = ("agent", "config", "db", "overrides", "scope")
+
+    def __init__(
+        self,
+        agent: str,
+        config: "str | None" = None,
+        overrides: "list[str] | None" = None,
+        db: "str | None" = None,
+        scope: str = "project",
+    ) -> None:
+        self.agent = agent
+        self.config = config
+        self.overrides = overrides if overrides is not None else []
+        self.db = db
+        self.scope = scope
+
+
+def parse_args(argv: "Sequence[str]") -> "HookArgs | None":
+    """``AGENT [--config F] [--set K=V]... [--db F] [--scope S]`` read without argparse (its
+    import costs every hook process); None for anything else (help, a mistake: the command
+    line's parser answers those)."""
+    if not argv or argv[0] not in AGENTS:
+        return None
+    args = HookArgs(argv[0])
     i = 1
-    while i < len(args):
-        word = args[i]
-        if word in _VALUED and i + 1 < len(args):
-            name, value = word, args[i + 1]
+    while i < len(argv):
+        word = argv[i]
+        if word in _VALUED and i + 1 < len(argv):
+            name, value = word, argv[i + 1]
             i += 2
-        elif word.split("=", 1)[0] in _VALUED and "=" in word:
+        elif "=" in word and word.split("=", 1)[0] in _VALUED:
             name, value = word.split("=", 1)
             i += 1
         else:
-            return False
-        if name == "--scope" and value not in ("user", "project"):
-            return False
-    return True
+            return None
+        if name == "--config":
+            args.config = value
+        elif name == "--set":
+            args.overrides.append(value)
+        elif name == "--db":
+            args.db = value
+        elif value in SCOPES:
+            args.scope = value
+        else:
+            return None
+    return args
 
 
 def _alone(args: list[str], data: "bytes | Literal['unread'] | None") -> int:
