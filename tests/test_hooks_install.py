@@ -95,23 +95,34 @@ def test_user_scope_files_of_each_cli(home: Path, monkeypatch: pytest.MonkeyPatc
     assert gemini["SessionEnd"][0]["hooks"][0]["timeout"] == 3_000
 
 
-def test_the_installed_command_runs_whatever_the_path(tmp_path: Path, home: Path) -> None:
-    assert main(["hooks", "install", "codex"]) == 0
-    command = read(home / ".codex" / "hooks.json")["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    event = json.loads((DATA / "codex" / "hook-events" / "UserPromptSubmit.json").read_text())
-    done = subprocess.run(
+def _run_installed(
+    command: str,
+    event: object,
+    home: Path,
+    state: Path,
+    cwd: Path | None = None,
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """The installed hook ``command`` as the CLI runs it: a shell, the event on stdin, and
+    nothing on PATH, so that only the program the command names can run."""
+    return subprocess.run(
         command,
         shell=True,
         input=json.dumps(event),
         capture_output=True,
         text=True,
-        env={
-            "PATH": "/nonexistent",
-            "HOME": str(home),
-            "XDG_STATE_HOME": str(tmp_path / "s"),
-            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-        },
+        env={"PATH": "/nonexistent", "HOME": str(home), "XDG_STATE_HOME": str(state), **env},
+        cwd=cwd,
         timeout=60,
+    )
+
+
+def test_the_installed_command_runs_whatever_the_path(tmp_path: Path, home: Path) -> None:
+    assert main(["hooks", "install", "codex"]) == 0
+    command = read(home / ".codex" / "hooks.json")["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    event = json.loads((DATA / "codex" / "hook-events" / "UserPromptSubmit.json").read_text())
+    done = _run_installed(
+        command, event, home, tmp_path / "s", PYTHONPATH=os.environ.get("PYTHONPATH", "")
     )
     assert done.returncode == 0 and done.stderr == ""
     assert (tmp_path / "s" / "loopwarden" / "runs.db").is_file()
@@ -147,16 +158,7 @@ def test_installed_from_a_venv_python_the_command_runs_that_venv(
     parsed = parse_command(command)
     assert parsed is not None and parsed.program == [str(python), "-m", "loopwarden"]
     event = json.loads((DATA / "gemini-cli" / "hook-events" / "BeforeAgent.json").read_text())
-    ran = subprocess.run(
-        command,
-        shell=True,
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        env={"PATH": "/nonexistent", "HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "s")},
-        cwd=tmp_path,
-        timeout=60,
-    )
+    ran = _run_installed(command, event, home, tmp_path / "s", cwd=tmp_path)
     assert ran.returncode == 0 and ran.stderr == ""
     assert (tmp_path / "s" / "loopwarden" / "runs.db").is_file()
 
