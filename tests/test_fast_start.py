@@ -175,6 +175,7 @@ CLIENT = frozenset(
         "loopwarden._version",
         "loopwarden.hooks",
         "loopwarden.hooks._client",
+        "loopwarden.hooks._args",  # the arguments, read without argparse
         "loopwarden.hooks._stdin",
         # LOOPWARDEN_DISABLE and the user-level install standing aside: checked on every event.
         "loopwarden.hooks._scope",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from loopwarden.hooks._client import AGENTS, HookArgs
+from loopwarden.hooks._args import AGENTS, HookArgs
 from loopwarden.hooks._handler import DEFAULT_PROFILE, hook_config, run
 
 __all__ = ["DEFAULT_PROFILE", "add_arguments", "hook_config", "register"]

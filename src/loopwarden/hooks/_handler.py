@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from loopwarden.hooks._client import HookArgs, parse_args
+from loopwarden.hooks._args import HookArgs, parse_args
 from loopwarden.hooks._stdin import MAX_EVENT_BYTES, read_event
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
